@@ -1,0 +1,227 @@
+"""pytest plugin that streams structured per-test results as JSON lines.
+
+This file runs inside the *project's* interpreter, so it imports nothing but the standard
+library and pytest (never ``frognano``): the project's environment need not have FrogNano's
+dependencies installed.  Each record is written and flushed as soon as it is known, so a run
+that dies half way (a test that kills its process, a watchdog kill) still leaves every finished
+result and the id of the test that was running.
+
+Records (one JSON object a line, ``kind`` first):
+  collected      {"nodeids": [...]}
+  collect_error  {"nodeid", "message", "frames"}
+  start          {"nodeid"}
+  result         {"nodeid", "outcome", "duration", "message", "frames", "stdout", "stderr",
+                  "coverage" (relpath -> sorted lines, optional), "last" ([relpath, line] or null)}
+  end            {"exitstatus", "leaks"}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+
+import pytest
+
+_TEST_DIR_NAMES = frozenset({"tests", "test", "testing"})
+
+
+def is_test_file(relpath: str) -> bool:
+    """Heuristic shared with frognano.sandbox.spectra: test modules and conftest files."""
+    parts = relpath.replace(os.sep, "/").split("/")
+    name = parts[-1]
+    return (
+        name.startswith("test_")
+        or name.endswith("_test.py")
+        or name == "conftest.py"
+        or any(p in _TEST_DIR_NAMES for p in parts[:-1])
+    )
+
+
+def _tail(text: str | None, limit: int) -> str:
+    if not text:
+        return ""
+    return text if len(text) <= limit else "..." + text[-limit:]
+
+
+class LineTracer:
+    """Per-test line coverage of the files under ``root``, with the last executed source line.
+
+    A ``sys.settrace`` tracer is enough here and works in any interpreter the project uses;
+    frames outside the project return ``None`` from the global hook, so library code runs
+    untraced and the overhead stays on the project's own lines.
+    """
+
+    def __init__(self, root: str) -> None:
+        self.root = root.rstrip(os.sep) + os.sep
+        self._files: dict[str, str | None] = {}  # co_filename -> relpath, or None when foreign
+        self._is_test: dict[str, bool] = {}
+        self.lines: dict[str, set[int]] = {}
+        self.last: tuple[str, int] | None = None
+
+    def _relpath(self, filename: str) -> str | None:
+        rel = self._files.get(filename, "")
+        if rel == "":
+            rel = None
+            if filename.startswith(self.root) and filename.endswith(".py"):
+                rel = filename[len(self.root):].replace(os.sep, "/")
+                self._is_test[rel] = is_test_file(rel)
+            self._files[filename] = rel
+        return rel
+
+    def _global(self, frame, event, arg):  # noqa: ANN001 - settrace signature
+        if self._relpath(frame.f_code.co_filename) is None:
+            return None
+        return self._local
+
+    def _local(self, frame, event, arg):  # noqa: ANN001
+        if event == "line":
+            rel = self._files[frame.f_code.co_filename]
+            lines = self.lines.get(rel)
+            if lines is None:
+                lines = self.lines[rel] = set()
+            lines.add(frame.f_lineno)
+            if not self._is_test[rel]:
+                self.last = (rel, frame.f_lineno)
+        return self._local
+
+    def start(self) -> None:
+        self.lines = {}
+        self.last = None
+        threading.settrace(self._global)
+        sys.settrace(self._global)
+
+    def stop(self) -> dict[str, list[int]]:
+        sys.settrace(None)
+        threading.settrace(None)  # type: ignore[arg-type]
+        return {rel: sorted(lines) for rel, lines in self.lines.items()}
+
+
+class _Timeout(BaseException):
+    """A BaseException so that a test's own ``except Exception`` cannot swallow the timeout."""
+
+
+class FrogNanoPlugin:
+    def __init__(
+        self,
+        out_path: str,
+        root: str,
+        *,
+        timeout: float | None = None,
+        timeouts: dict[str, float] | None = None,
+        coverage: bool = False,
+        max_output: int = 4000,
+    ) -> None:
+        self.root = os.path.realpath(root)
+        self.out = open(out_path, "a", encoding="utf-8")  # noqa: SIM115 - lives for the run
+        self.timeout = timeout
+        self.timeouts = timeouts or {}
+        self.tracer = LineTracer(self.root) if coverage else None
+        self.max_output = max_output
+        self._phase: dict[str, dict] = {}
+        self._timed_out = False
+
+    # -- output ---------------------------------------------------------------------------
+    def emit(self, kind: str, **fields) -> None:
+        self.out.write(json.dumps({"kind": kind, **fields}) + "\n")
+        self.out.flush()
+
+    def _rel(self, path: str) -> str:
+        path = os.path.realpath(path)
+        if path.startswith(self.root + os.sep):
+            return path[len(self.root) + 1:].replace(os.sep, "/")
+        return path
+
+    def _frames(self, excinfo) -> list[dict]:  # noqa: ANN001
+        frames = []
+        for entry in excinfo.traceback:
+            path = str(entry.path)
+            frames.append({"path": self._rel(path), "line": entry.lineno + 1, "function": entry.name})
+        inside = [f for f in frames if not os.path.isabs(f["path"])]
+        # Frames in pytest or library code say little about where the bug is; keep the
+        # project's own, or the last few when the failure never touched project code.
+        return (inside or frames[-3:])[-30:]
+
+    # -- collection -----------------------------------------------------------------------
+    def pytest_collectreport(self, report) -> None:  # noqa: ANN001
+        if report.failed:
+            self.emit(
+                "collect_error",
+                nodeid=report.nodeid,
+                message=_tail(str(report.longrepr), self.max_output),
+            )
+
+    def pytest_collection_finish(self, session) -> None:  # noqa: ANN001
+        self.emit("collected", nodeids=[item.nodeid for item in session.items])
+
+    # -- running --------------------------------------------------------------------------
+    def _on_alarm(self, signum, frame):  # noqa: ANN001
+        self._timed_out = True
+        raise _Timeout("test exceeded its time limit")
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(self, item, nextitem):  # noqa: ANN001
+        nodeid = item.nodeid
+        self.emit("start", nodeid=nodeid)
+        self._phase[nodeid] = {"outcome": "passed", "duration": 0.0, "message": "", "frames": [],
+                               "stdout": "", "stderr": ""}
+        self._timed_out = False
+        limit = self.timeouts.get(nodeid, self.timeout)
+        previous = None
+        if limit and threading.current_thread() is threading.main_thread():
+            previous = signal.signal(signal.SIGALRM, self._on_alarm)
+            signal.setitimer(signal.ITIMER_REAL, limit)
+        if self.tracer is not None:
+            self.tracer.start()
+        try:
+            yield
+        finally:
+            coverage = self.tracer.stop() if self.tracer is not None else None
+            if previous is not None:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.signal(signal.SIGALRM, previous)
+            record = self._phase.pop(nodeid)
+            if self._timed_out:
+                record["outcome"] = "timeout"
+                record["message"] = f"Timeout: the test ran longer than {limit:g} s"
+            if coverage is not None:
+                record["coverage"] = coverage
+                record["last"] = list(self.tracer.last) if self.tracer.last else None
+            self.emit("result", nodeid=nodeid, **record)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):  # noqa: ANN001
+        outcome = yield
+        report = outcome.get_result()
+        record = self._phase.get(item.nodeid)
+        if record is None:
+            return
+        record["duration"] += report.duration
+        if report.capstdout:
+            record["stdout"] = _tail(record["stdout"] + report.capstdout, self.max_output)
+        if report.capstderr:
+            record["stderr"] = _tail(record["stderr"] + report.capstderr, self.max_output)
+        if hasattr(report, "wasxfail"):
+            record["outcome"] = "xfailed" if report.skipped else "xpassed"
+            if report.failed:  # strict xpass
+                record["outcome"] = "failed"
+                record["message"] = "XPASS(strict) " + str(report.wasxfail)
+            return
+        if report.skipped and record["outcome"] == "passed":
+            record["outcome"] = "skipped"
+            return
+        if report.failed and record["outcome"] in ("passed", "skipped"):
+            record["outcome"] = "error" if call.when == "setup" else "failed"
+            if call.when == "teardown":
+                record["outcome"] = "error"
+            if call.excinfo is not None:
+                record["message"] = _tail(call.excinfo.exconly(), self.max_output)
+                record["frames"] = self._frames(call.excinfo)
+            else:
+                record["message"] = _tail(str(report.longrepr), self.max_output)
+
+    def pytest_sessionfinish(self, session, exitstatus) -> None:  # noqa: ANN001
+        self.exitstatus = int(exitstatus)

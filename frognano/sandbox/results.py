@@ -1,0 +1,138 @@
+"""Structured test results, parsed from the pytest plugin's JSON lines."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+FAILING_OUTCOMES = frozenset({"failed", "error", "timeout", "crashed"})
+
+
+@dataclass(frozen=True)
+class Frame:
+    path: str  # relative to the project root when inside it, absolute otherwise
+    line: int
+    function: str
+
+
+@dataclass
+class TestResult:
+    nodeid: str
+    outcome: str  # passed failed error skipped xfailed xpassed timeout crashed
+    duration: float = 0.0
+    message: str = ""
+    frames: list[Frame] = field(default_factory=list)
+    stdout: str = ""
+    stderr: str = ""
+    coverage: dict[str, list[int]] | None = None
+    last: tuple[str, int] | None = None  # last executed non-test project line
+
+    @property
+    def failed(self) -> bool:
+        return self.outcome in FAILING_OUTCOMES
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome in ("passed", "xfailed", "xpassed", "skipped")
+
+    @property
+    def summary(self) -> str:
+        """The assertion or error, compactly: its first line, bounded."""
+        first = self.message.strip().splitlines()[0] if self.message.strip() else self.outcome
+        return first if len(first) <= 200 else first[:197] + "..."
+
+
+@dataclass(frozen=True)
+class CollectError:
+    nodeid: str
+    message: str
+
+    @property
+    def summary(self) -> str:
+        lines = [ln for ln in self.message.strip().splitlines() if ln.strip()]
+        # pytest puts the exception line ("E   SyntaxError: ...") near the end.
+        for ln in reversed(lines):
+            if ln.lstrip().startswith("E "):
+                return ln.lstrip()[1:].strip()[:200]
+        return (lines[-1] if lines else "collection error")[:200]
+
+
+@dataclass
+class RunResult:
+    tests: dict[str, TestResult] = field(default_factory=dict)
+    collect_errors: list[CollectError] = field(default_factory=list)
+    collected: list[str] = field(default_factory=list)
+    exitstatus: int | None = None
+    leaks: list[str] = field(default_factory=list)  # project modules imported from outside the shadow
+    duration: float = 0.0
+    warm: bool = False
+    log_tail: str = ""
+
+    @property
+    def failing(self) -> list[str]:
+        return [n for n, t in self.tests.items() if t.failed]
+
+    @property
+    def passing(self) -> list[str]:
+        return [n for n, t in self.tests.items() if t.outcome == "passed"]
+
+    @property
+    def ok(self) -> bool:
+        return not self.collect_errors and not self.failing
+
+    def merge(self, other: "RunResult") -> None:
+        self.tests.update(other.tests)
+        self.collect_errors.extend(e for e in other.collect_errors if e not in self.collect_errors)
+        for n in other.collected:
+            if n not in self.collected:
+                self.collected.append(n)
+        self.leaks = sorted(set(self.leaks) | set(other.leaks))
+        self.exitstatus = other.exitstatus
+        self.log_tail = other.log_tail or self.log_tail
+
+
+def parse_results(path: Path) -> tuple[RunResult, str | None]:
+    """Parse a results file; also return the nodeid of a test that started but never finished."""
+    run = RunResult()
+    running: str | None = None
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return run, None
+    for line in text.splitlines():
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            # The last line of a run killed mid-write; everything before it is intact.
+            log.debug("ignoring a partial results line: %.80s", line)
+            continue
+        kind = rec.get("kind")
+        if kind == "collected":
+            run.collected = list(rec["nodeids"])
+        elif kind == "collect_error":
+            run.collect_errors.append(CollectError(rec["nodeid"], rec.get("message", "")))
+        elif kind == "start":
+            running = rec["nodeid"]
+        elif kind == "result":
+            last = rec.get("last")
+            run.tests[rec["nodeid"]] = TestResult(
+                nodeid=rec["nodeid"],
+                outcome=rec["outcome"],
+                duration=float(rec.get("duration", 0.0)),
+                message=rec.get("message", ""),
+                frames=[Frame(f["path"], int(f["line"]), f["function"]) for f in rec.get("frames", [])],
+                stdout=rec.get("stdout", ""),
+                stderr=rec.get("stderr", ""),
+                coverage=rec.get("coverage"),
+                last=(last[0], int(last[1])) if last else None,
+            )
+            if running == rec["nodeid"]:
+                running = None
+        elif kind == "end":
+            run.exitstatus = rec.get("exitstatus")
+            run.leaks = rec.get("leaks", [])
+    return run, running

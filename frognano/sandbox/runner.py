@@ -1,0 +1,395 @@
+"""Run selected tests in the shadow copy: a warm fork server, or a fresh process per run.
+
+Both strategies send the same request to the same worker code (``_worker/frognano_worker.py``)
+and read the same streamed results, so they can only differ in speed.  The controller here adds
+what a run inside the project's interpreter cannot do for itself: a wall-clock watchdog that
+kills the whole process group of a test that hangs in C code, and relaunching the remaining
+tests when one kills its own process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import logging
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import ProjectError, UsageError
+from .preimport import third_party_modules
+from .results import CollectError, RunResult, TestResult, parse_results
+from .workspace import Workspace
+
+log = logging.getLogger(__name__)
+
+WORKER_DIR = Path(__file__).with_name("_worker")
+_POLL = 0.05
+_MAX_RELAUNCHES = 25
+
+
+@dataclass
+class RunnerConfig:
+    """How tests run.  Every field has a default; ``frognano.config`` fills them from settings."""
+
+    python: str | None = None  # the project's interpreter; None: its .venv, else this one
+    test_args: list[str] = field(default_factory=list)  # extra pytest arguments
+    timeout: float = 30.0  # seconds per test
+    collect_timeout: float = 120.0  # seconds for collection (imports, conftest)
+    memory_mb: int = 4096  # address space a run may add
+    fsize_mb: int = 256  # largest file a test may write
+    max_output: int = 4000  # characters of captured output kept per test
+    warm: bool = True  # use the fork server when it can be used
+
+    def __post_init__(self) -> None:
+        if self.timeout <= 0:
+            raise UsageError(f"timeout must be positive, got {self.timeout}")
+        if self.memory_mb < 64:
+            raise UsageError(f"memory_mb must be at least 64, got {self.memory_mb}")
+
+
+def find_python(root: Path, configured: str | None) -> str:
+    """The interpreter that runs the project's tests."""
+    if configured:
+        found = shutil.which(configured) or (configured if Path(configured).exists() else None)
+        if not found:
+            raise UsageError(f"python = {configured!r}: no such interpreter")
+        return found
+    for venv in (".venv", "venv"):
+        candidate = root / venv / "bin" / "python"
+        if candidate.exists():
+            return str(candidate)
+    return sys.executable
+
+
+def _worker_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(WORKER_DIR), env.get("PYTHONPATH")) if p)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is None:
+        return "did not exit"
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"killed by {signal.Signals(-code).name}"
+        return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+class _Watch:
+    """Follows the results file while a run is in flight and says when it has hung."""
+
+    def __init__(self, path: Path, timeout: float, timeouts: dict[str, float], collect_timeout: float):
+        self.path = path
+        self.timeout = timeout
+        self.timeouts = timeouts
+        self.collect_timeout = collect_timeout
+        self.offset = 0
+        self.buffer = b""
+        self.current: str | None = None
+        self.since = time.monotonic()
+
+    def poll(self) -> None:
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self.offset)
+                chunk = fh.read()
+        except FileNotFoundError:
+            return
+        self.offset += len(chunk)
+        self.buffer += chunk
+        *lines, self.buffer = self.buffer.split(b"\n")
+        for line in lines:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            kind = rec.get("kind")
+            if kind == "start":
+                self.current, self.since = rec["nodeid"], time.monotonic()
+            elif kind in ("result", "collected"):
+                self.current, self.since = None, time.monotonic()
+
+    def overdue(self) -> bool:
+        self.poll()
+        if self.current is None:
+            limit = self.collect_timeout
+        else:
+            per_test = self.timeouts.get(self.current, self.timeout)
+            limit = per_test * 1.5 + 2.0  # the in-process alarm fires first; this is the backstop
+        return time.monotonic() - self.since > limit
+
+
+class TestRunner:
+    """Runs tests of one workspace.  ``warm`` tries the fork server first."""
+
+    def __init__(self, workspace: Workspace, config: RunnerConfig | None = None) -> None:
+        self.ws = workspace
+        self.config = config or RunnerConfig()
+        self.python = find_python(workspace.root, self.config.python)
+        assert workspace.shadow is not None, "open and sync the workspace first"
+        self.dir = workspace.shadow.with_name(workspace.shadow.name + ".runs")
+        self.dir.mkdir(exist_ok=True)
+        self._counter = itertools.count()
+        self._server: subprocess.Popen | None = None
+        self._server_failed = not self.config.warm
+        self.warm_reason = "disabled" if not self.config.warm else ""
+        self.runs = 0
+
+    # -- public ---------------------------------------------------------------------------
+    @property
+    def warm(self) -> bool:
+        return self._server is not None
+
+    def run(
+        self,
+        nodeids: Sequence[str] | None = None,
+        *,
+        args: Sequence[str] = (),
+        coverage: bool = False,
+        timeouts: dict[str, float] | None = None,
+    ) -> RunResult:
+        """Run ``nodeids`` (all tests when None) and return every test's structured result."""
+        started = time.monotonic()
+        total = RunResult()
+        pending = list(nodeids) if nodeids is not None else None
+        for _ in range(_MAX_RELAUNCHES):
+            part, running, killed, code = self._run_once(pending, args, coverage, timeouts or {})
+            total.merge(part)
+            if running is not None:
+                outcome = "timeout" if killed else "crashed"
+                limit = (timeouts or {}).get(running, self.config.timeout)
+                message = (
+                    f"Timeout: the test ran longer than {limit:g} s and was killed"
+                    if killed else f"the test process died while running this test ({_describe_exit(code)})"
+                )
+                total.tests[running] = TestResult(running, outcome, message=message)
+            elif killed and not part.collected:
+                total.collect_errors.append(CollectError(
+                    "", f"collection took longer than {self.config.collect_timeout:g} s and was killed"))
+            if running is None and not killed:
+                break
+            wanted = pending if pending is not None else total.collected
+            pending = [n for n in wanted if n not in total.tests]
+            if not pending:
+                break
+            log.info("relaunching %d remaining tests after %s", len(pending), running or "a kill")
+        total.duration = time.monotonic() - started
+        total.warm = self.warm
+        if not total.tests and not total.collect_errors and total.exitstatus is None:
+            raise ProjectError(self._startup_failure())
+        return total
+
+    def close(self) -> None:
+        server, self._server = self._server, None
+        if server is None:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            server.stdin.write(b'{"cmd": "exit"}\n')  # type: ignore[union-attr]
+            server.stdin.flush()  # type: ignore[union-attr]
+        try:
+            server.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+    def __enter__(self) -> "TestRunner":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- one launch -----------------------------------------------------------------------
+    def _request(self, nodeids: Sequence[str] | None, args: Sequence[str], coverage: bool,
+                 timeouts: dict[str, float]) -> dict:
+        n = next(self._counter)
+        results = self.dir / f"results-{n}.jsonl"
+        results.unlink(missing_ok=True)
+        shadow = self.ws.shadow
+        assert shadow is not None
+        paths = ["src"] if (shadow / "src").is_dir() else []
+        cpu = None
+        if nodeids:
+            cpu = int(self.config.collect_timeout + sum(timeouts.get(t, self.config.timeout) for t in nodeids) * 2)
+        return {
+            "root": str(shadow),
+            "real_root": str(self.ws.root),
+            "paths": paths,
+            "args": [*self.config.test_args, *args],
+            "nodeids": list(nodeids or []),
+            "results": str(results),
+            "log": str(self.dir / f"log-{n % 4}.txt"),
+            "timeout": self.config.timeout,
+            "timeouts": timeouts,
+            "coverage": coverage,
+            "max_output": self.config.max_output,
+            "limits": {"memory_mb": self.config.memory_mb, "fsize_mb": self.config.fsize_mb,
+                       "cpu_seconds": cpu},
+        }
+
+    def _run_once(self, nodeids, args, coverage, timeouts):
+        req = self._request(nodeids, args, coverage, timeouts)
+        watch = _Watch(Path(req["results"]), self.config.timeout, timeouts, self.config.collect_timeout)
+        if not self._server_failed and self._server is None:
+            self._start_server()
+        self.runs += 1
+        if self._server is not None:
+            try:
+                killed, code = self._run_warm(req, watch)
+            except _ServerLost as exc:
+                log.warning("warm test server lost (%s); using fresh processes", exc)
+                self._server, self._server_failed, self.warm_reason = None, True, str(exc)
+                req = self._request(nodeids, args, coverage, timeouts)
+                watch = _Watch(Path(req["results"]), self.config.timeout, timeouts, self.config.collect_timeout)
+                killed, code = self._run_fresh(req, watch)
+        else:
+            killed, code = self._run_fresh(req, watch)
+        result, running = parse_results(Path(req["results"]))
+        result.log_tail = _tail(Path(req["log"]))
+        if result.leaks:
+            log.warning("modules imported from the project instead of the shadow: %s",
+                        ", ".join(result.leaks))
+        Path(req["results"]).unlink(missing_ok=True)
+        return result, running, killed, code
+
+    def _run_fresh(self, req: dict, watch: _Watch) -> tuple[bool, int | None]:
+        req_path = self.dir / "request.json"
+        req_path.write_text(json.dumps(req))
+        with open(req["log"], "wb") as logf:
+            proc = subprocess.Popen(
+                [self.python, "-m", "frognano_worker", "run", str(req_path)],
+                cwd=req["root"], env=_worker_env(), stdin=subprocess.DEVNULL,
+                stdout=logf, stderr=subprocess.STDOUT, start_new_session=True,
+            )
+        fd = os.pidfd_open(proc.pid) if hasattr(os, "pidfd_open") else None
+        killed = False
+        try:
+            while proc.poll() is None:
+                if fd is not None:
+                    select.select([fd], [], [], _POLL)
+                else:
+                    time.sleep(_POLL / 5)
+                if proc.poll() is None and watch.overdue():
+                    killed = True
+                    _killpg(proc.pid)
+                    proc.wait()
+        finally:
+            if fd is not None:
+                os.close(fd)
+            if proc.poll() is None:
+                _killpg(proc.pid)
+                proc.wait()
+        return killed, proc.returncode
+
+    # -- the warm server ------------------------------------------------------------------
+    def _start_server(self) -> None:
+        shadow = self.ws.shadow
+        assert shadow is not None
+        preimport = third_party_modules(self.ws.root, self.ws.python_files())
+        errlog = open(self.dir / "server.log", "wb")  # noqa: SIM115 - owned by the server
+        try:
+            proc = subprocess.Popen(
+                [self.python, "-m", "frognano_worker", "serve"],
+                cwd=str(WORKER_DIR), env=_worker_env(), stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=errlog,
+            )
+        except OSError as exc:
+            raise UsageError(f"cannot start {self.python}: {exc}") from exc
+        finally:
+            errlog.close()
+        roots = [str(self.ws.root), str(shadow)]
+        self._server = proc
+        try:
+            self._send({"preimport": preimport, "roots": roots})
+            ready = self._receive(self.config.collect_timeout)
+        except _ServerLost as exc:
+            self._abandon_server(f"the warm server did not start ({exc})")
+            return
+        if ready.get("offenders"):
+            self._abandon_server("pre-importing dependencies imported the project's own modules: "
+                                 + ", ".join(ready["offenders"][:5]))
+            return
+        if ready.get("failed"):
+            log.info("not pre-imported: %s", ", ".join(sorted(ready["failed"])))
+        log.debug("warm server %s ready; pre-imported %d modules", ready.get("pid"), len(ready["imported"]))
+
+    def _abandon_server(self, reason: str) -> None:
+        log.info("%s; running each test batch in a fresh process", reason)
+        self.close()
+        self._server_failed, self.warm_reason = True, reason
+
+    def _send(self, obj: dict) -> None:
+        assert self._server is not None and self._server.stdin is not None
+        try:
+            self._server.stdin.write(json.dumps(obj).encode() + b"\n")
+            self._server.stdin.flush()
+        except (BrokenPipeError, OSError) as exc:
+            raise _ServerLost(f"cannot write to it: {exc}") from exc
+
+    def _receive(self, timeout: float | None, watch: _Watch | None = None, pid: int | None = None) -> dict:
+        """Read one JSON line from the server; with a watch, kill the run's group when it hangs."""
+        assert self._server is not None and self._server.stdout is not None
+        out = self._server.stdout
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            ready, _, _ = select.select([out], [], [], _POLL)
+            if ready:
+                line = out.readline()
+                if not line:
+                    raise _ServerLost(f"it exited ({_describe_exit(self._server.poll())})")
+                return json.loads(line)
+            if deadline is not None and time.monotonic() > deadline:
+                raise _ServerLost(f"no answer in {timeout:g} s")
+            if watch is not None and pid is not None and watch.overdue():
+                _killpg(pid)
+                watch.killed = True  # type: ignore[attr-defined]
+
+    def _run_warm(self, req: dict, watch: _Watch) -> tuple[bool, int | None]:
+        self._send(req)
+        pid = self._receive(30.0)["pid"]
+        watch.killed = False  # type: ignore[attr-defined]
+        try:
+            done = self._receive(None, watch, pid)
+        except BaseException:
+            _killpg(pid)
+            raise
+        return watch.killed, done["returncode"]  # type: ignore[attr-defined]
+
+    def _startup_failure(self) -> str:
+        logs = sorted(self.dir.glob("log-*.txt"), key=lambda p: p.stat().st_mtime)
+        tail = _tail(logs[-1]) if logs else ""
+        last = next((ln for ln in reversed(tail.splitlines()) if ln.strip()), "no output")
+        if "No module named pytest" in tail or "No module named 'pytest'" in tail:
+            return f"pytest is not installed for {self.python}; install it or set [tool.frognano] python"
+        return f"the test process failed before running any test: {last.strip()[:300]}"
+
+
+class _ServerLost(Exception):
+    pass
+
+
+def _killpg(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _tail(path: Path, limit: int = 4000) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - limit))
+            return fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
