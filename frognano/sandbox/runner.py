@@ -134,6 +134,8 @@ class _Watch:
 class TestRunner:
     """Runs tests of one workspace.  ``warm`` tries the fork server first."""
 
+    __test__ = False  # not a pytest test class, despite the name
+
     def __init__(self, workspace: Workspace, config: RunnerConfig | None = None) -> None:
         self.ws = workspace
         self.config = config or RunnerConfig()

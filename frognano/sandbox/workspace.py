@@ -118,16 +118,15 @@ def read_source(path: Path) -> str:
         raise UnicodeDecodeError("utf-8", data, 0, 1, f"cannot decode {path.name}: {exc}") from exc
 
 
-def write_source(path: Path, text: str, like: Path | None = None) -> None:
-    """Encode ``text`` with the encoding the file (or ``like``) declares."""
+def encode_source(text: str, like: Path | None = None) -> bytes:
+    """Encode ``text`` with the encoding the file ``like`` declares (UTF-8 when none)."""
     encoding = "utf-8"
-    probe = like if like is not None else path
-    with contextlib.suppress(OSError, SyntaxError):
-        with open(probe, "rb") as fh:
+    if like is not None:
+        with contextlib.suppress(OSError, SyntaxError), open(like, "rb") as fh:
             encoding, _ = tokenize.detect_encoding(fh.readline)
     if encoding == "utf-8-sig":
         encoding = "utf-8"  # the BOM is part of the text we were given, when there was one
-    path.write_bytes(text.encode(encoding))
+    return text.encode(encoding)
 
 
 @dataclass
@@ -307,7 +306,7 @@ class Workspace:
     def _write_shadow(self, rel: str, text: str) -> None:
         path = self.check_editable(rel)
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_source(path, text, like=self.root / rel if (self.root / rel).exists() else None)
+        path.write_bytes(encode_source(text, like=self.root / rel if (self.root / rel).exists() else None))
 
     def set_overlay(self, buffers: Mapping[str, str]) -> None:
         """Unsaved editor buffers: the tests see this text instead of the file on disk."""

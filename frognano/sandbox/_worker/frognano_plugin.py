@@ -22,24 +22,9 @@ import os
 import signal
 import sys
 import threading
-import time
 
 import pytest
-
-_TEST_DIR_NAMES = frozenset({"tests", "test", "testing"})
-
-
-def is_test_file(relpath: str) -> bool:
-    """Heuristic shared with frognano.sandbox.spectra: test modules and conftest files."""
-    parts = relpath.replace(os.sep, "/").split("/")
-    name = parts[-1]
-    return (
-        name.startswith("test_")
-        or name.endswith("_test.py")
-        or name == "conftest.py"
-        or any(p in _TEST_DIR_NAMES for p in parts[:-1])
-    )
-
+from frognano_paths import is_test_file
 
 def _tail(text: str | None, limit: int) -> str:
     if not text:

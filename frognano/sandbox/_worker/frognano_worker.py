@@ -107,6 +107,8 @@ def run_request(req: dict) -> int:
         "-p", "no:cacheprovider",
         "--rootdir", shadow,
         "-q",
+        # A broken test module must not hide the results of the others.
+        "--continue-on-collection-errors",
         *req.get("args", []),
         # Every selected test must report, whatever -x or --maxfail the project's addopts say.
         "--maxfail", "2147483647",

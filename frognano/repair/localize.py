@@ -1,0 +1,180 @@
+"""Fault localisation: rank source statements by how strongly failing tests point at them.
+
+Ochiai over the coverage spectra (ef / sqrt(nf * (ef + ep))) is the best single-formula
+spectrum ranking in the literature for single faults; it is merged with the evidence a traceback
+gives directly: lines in the failing tests' frames, and the last project line each failing test
+executed.  Those two also break Ochiai's frequent ties (every line of a function that only the
+failing test runs scores 1.0).
+"""
+
+from __future__ import annotations
+
+import ast
+import logging
+import math
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ..sandbox.results import RunResult
+from ..sandbox.spectra import CoverageMap, is_test_file
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Location:
+    """A statement (its header, for compound statements) ranked by suspiciousness."""
+
+    path: str
+    line: int
+    end_line: int
+    score: float  # Ochiai, 0..1
+    frames: int = 0  # failing-test traceback frames on this statement
+    last: int = 0  # failing tests whose last executed project line is here
+    function: str | None = None  # enclosing function or method, e.g. "Rect.area"
+
+    @property
+    def lines(self) -> range:
+        return range(self.line, self.end_line + 1)
+
+    def describe(self) -> str:
+        where = f"{self.path}:{self.line}" + (f"-{self.end_line}" if self.end_line != self.line else "")
+        extra = [f"score {self.score:.2f}"]
+        if self.frames:
+            extra.append(f"{self.frames} traceback frame{'s' * (self.frames > 1)}")
+        if self.last:
+            extra.append("last executed line")
+        return f"{where} ({', '.join(extra)})" + (f" in {self.function}" if self.function else "")
+
+
+@dataclass(frozen=True)
+class _Stmt:
+    line: int
+    end_line: int
+    function: str | None
+
+
+class StatementMap:
+    """Maps a line to the innermost statement containing it (header only, for compound ones)."""
+
+    def __init__(self, source: str) -> None:
+        self._by_line: dict[int, _Stmt] = {}
+        self._functions: dict[str, range] = {}
+        tree = ast.parse(source)
+        self._walk(tree.body, None, None)
+
+    def _walk(self, body: list[ast.stmt], cls: str | None, func: str | None) -> None:
+        for node in body:
+            name = func
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and func is None:
+                name = f"{cls}.{node.name}" if cls else node.name
+                first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+                self._functions[name] = range(first, (node.end_lineno or node.lineno) + 1)
+            children = [b for b in (getattr(node, f, None) for f in ("body", "orelse", "finalbody"))
+                        if isinstance(b, list) and b and isinstance(b[0], ast.stmt)]
+            children += [h.body for h in getattr(node, "handlers", [])]
+            children += [c.body for c in getattr(node, "cases", [])]
+            end = node.end_lineno or node.lineno
+            if children:  # a compound statement: its header runs up to its first child
+                first = min(b[0].lineno for b in children)
+                decorators = getattr(node, "decorator_list", [])
+                start = min([node.lineno] + [d.lineno for d in decorators])
+                end = max(start, first - 1)
+                self._set(start, end, _Stmt(start, end, name))
+            else:
+                self._set(node.lineno, end, _Stmt(node.lineno, end, name))
+            inner_cls = node.name if isinstance(node, ast.ClassDef) and cls is None and func is None else cls
+            for child in children:
+                self._walk(child, inner_cls, name)
+
+    def _set(self, start: int, end: int, stmt: _Stmt) -> None:
+        for line in range(start, end + 1):
+            self._by_line[line] = stmt  # inner statements are walked later and win
+
+    def statement(self, line: int) -> _Stmt | None:
+        return self._by_line.get(line)
+
+    def function_span(self, name: str) -> range:
+        """All lines of a top-level function or method (decorators included)."""
+        return self._functions.get(name, range(0))
+
+
+def localize(
+    run: RunResult,
+    coverage: CoverageMap,
+    read: Callable[[str], str | None],
+    *,
+    limit: int = 20,
+) -> list[Location]:
+    """Ranked statement-level locations for the failing tests of ``run``.
+
+    ``read(path)`` returns a project file's text (None when it cannot be read); test files are
+    never ranked.
+    """
+    failing = [n for n in run.failing if n in run.tests]
+    passing = {n for n, t in run.tests.items() if t.outcome == "passed"}
+    if not failing:
+        return []
+
+    ef: dict[tuple[str, int], int] = defaultdict(int)
+    ep: dict[tuple[str, int], int] = defaultdict(int)
+    for nodeid, files in coverage.by_test.items():
+        is_failing, is_passing = nodeid in failing, nodeid in passing
+        if not (is_failing or is_passing):
+            continue
+        for path, lines in files.items():
+            if is_test_file(path):
+                continue
+            counter = ef if is_failing else ep
+            for line in lines:
+                counter[(path, line)] += 1
+
+    frames: dict[tuple[str, int], int] = defaultdict(int)
+    last: dict[tuple[str, int], int] = defaultdict(int)
+    for nodeid in failing:
+        t = run.tests[nodeid]
+        for f in t.frames:
+            if not f.path.startswith("/") and not is_test_file(f.path):
+                frames[(f.path, f.line)] += 1
+        if t.last and not is_test_file(t.last[0]):
+            last[t.last] += 1
+
+    nf = len(failing)
+    maps = _statement_maps(read)
+    merged: dict[tuple[str, int], Location] = {}
+    for key in set(ef) | set(frames) | set(last):
+        path, line = key
+        e_f, e_p = ef.get(key, 0), ep.get(key, 0)
+        score = e_f / math.sqrt(nf * (e_f + e_p)) if e_f else 0.0
+        smap = maps(path)
+        stmt = smap.statement(line) if smap else None
+        if smap is not None and stmt is None:
+            continue  # a line with no statement (docstring continuation, blank): nothing to edit
+        start, end, func = (stmt.line, stmt.end_line, stmt.function) if stmt else (line, line, None)
+        loc = Location(path, start, end, score, frames.get(key, 0), last.get(key, 0), func)
+        old = merged.get((path, start))
+        if old is None:
+            merged[(path, start)] = loc
+        else:
+            merged[(path, start)] = Location(
+                path, start, end, max(old.score, score), old.frames + loc.frames, old.last + loc.last, func
+            )
+    ranked = sorted(merged.values(), key=lambda x: (-x.score, -x.frames, -x.last, x.path, x.line))
+    return ranked[:limit]
+
+
+def _statement_maps(read: Callable[[str], str | None]) -> Callable[[str], StatementMap | None]:
+    @lru_cache(maxsize=None)
+    def get(path: str) -> StatementMap | None:
+        text = read(path)
+        if text is None:
+            return None
+        try:
+            return StatementMap(text)
+        except (SyntaxError, ValueError):
+            log.info("cannot parse %s; ranking its lines without statements", path)
+            return None
+
+    return get

@@ -1,0 +1,243 @@
+"""Operator search: try catalogue edits at the most suspicious statements until one is verified.
+
+Order of work, cheapest first: candidates come location by location in rank order and, within a
+location, by how common the operator's bug is, then by edit size.  Filters that need no test
+run (does it compile, is it a duplicate) come before validation; validation runs the failing
+tests first.  When no single edit fixes everything, edits that fixed some failing tests are
+combined in pairs (two-location bugs), within a budget.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from ..operators import Mutation, OperatorError, mutations
+from ..sandbox.workspace import Workspace
+from .localize import Location
+from .patch import FileEdit, Fix, Patch
+from .verify import CandidateResult, Verifier
+
+log = logging.getLogger(__name__)
+
+# Most common one-edit bugs first (operator mistakes and bounds dominate real single-token bugs).
+OPERATOR_PRIORITY = [
+    "compare", "bound", "off_by_one", "arith", "boolop", "wrong_name", "add_not", "remove_not",
+    "constant", "return_value", "swap_args", "invert_if_else", "default_arg", "remove_call",
+    "drop_operand", "remove_condition", "remove_return", "remove_statement", "swap_statements",
+]
+_PRIORITY = {name: i for i, name in enumerate(OPERATOR_PRIORITY)}
+
+
+@dataclass(frozen=True)
+class Candidate:
+    mutations: tuple[Mutation, ...]
+    patch: Patch
+    rank: int  # generation order: location rank first
+
+    @property
+    def size(self) -> int:
+        return sum(m.size for m in self.mutations)
+
+    @property
+    def notes(self) -> list[str]:
+        return [f"{m.path}:{m.line} {m.description}" for m in self.mutations]
+
+
+@dataclass
+class Tried:
+    candidate: Candidate
+    result: CandidateResult
+
+
+@dataclass
+class SearchResult:
+    fix: Fix | None = None
+    tried: int = 0
+    pairs_tried: int = 0
+    generated: int = 0
+    seconds: float = 0.0
+    stopped: str = ""  # why the search ended without a fix: "exhausted", "budget", "time", "cancelled"
+    best: list[Tried] = field(default_factory=list)  # best partial fixes, for the report
+
+
+ProgressFn = Callable[[int, int, str], None]  # (done, total, note)
+
+
+class Search:
+    def __init__(self, ws: Workspace, verifier: Verifier, *, max_locations: int = 10,
+                 max_candidates: int = 400, max_pairs: int = 150, seconds: float = 300.0,
+                 progress: ProgressFn | None = None, cancel: threading.Event | None = None) -> None:
+        self.ws = ws
+        self.verifier = verifier
+        self.max_locations = max_locations
+        self.max_candidates = max_candidates
+        self.max_pairs = max_pairs
+        self.seconds = seconds
+        self.progress = progress or (lambda done, total, note: None)
+        self.cancel = cancel or threading.Event()
+        self._sources: dict[str, str | None] = {}
+
+    # -- candidates -----------------------------------------------------------------------
+    def source(self, path: str) -> str | None:
+        if path not in self._sources:
+            try:
+                self.ws.check_editable(path)
+                self._sources[path] = self.ws.read(path)
+            except Exception as exc:  # noqa: BLE001 - unreadable or not editable: not searched
+                log.info("not searching %s: %s", path, exc)
+                self._sources[path] = None
+        return self._sources[path]
+
+    def _mutations_at(self, loc: Location) -> list[Mutation]:
+        source = self.source(loc.path)
+        if source is None:
+            return []
+        try:
+            found = mutations(source, loc.path, lines=set(loc.lines))
+        except OperatorError as exc:
+            log.info("no candidates in %s: %s", loc.path, exc)
+            return []
+        return sorted(found, key=lambda m: (_PRIORITY.get(m.operator, len(_PRIORITY)), m.size))
+
+    def _header_mutations(self, loc: Location) -> list[Mutation]:
+        """Default arguments of the suspicious function: run at import time, so never ranked."""
+        source = self.source(loc.path)
+        if source is None or loc.function is None:
+            return []
+        try:
+            return mutations(source, loc.path, functions={loc.function}, operators={"default_arg"})
+        except OperatorError:
+            return []
+
+    def singles(self, locations: list[Location]) -> list[Candidate]:
+        seen: set[tuple] = set()
+        out: list[Candidate] = []
+        top = locations[: self.max_locations]
+        groups = [self._mutations_at(loc) for loc in top]
+        groups += [self._header_mutations(loc) for loc in top[:3]]
+        for rank, group in enumerate(groups):
+            for m in group:
+                cand = self._candidate((m,), rank, seen)
+                if cand is not None:
+                    out.append(cand)
+                if len(out) >= self.max_candidates:
+                    return out
+        return out
+
+    def _candidate(self, muts: tuple[Mutation, ...], rank: int,
+                   seen: set[tuple]) -> Candidate | None:
+        by_file: dict[str, list[Mutation]] = {}
+        for m in muts:
+            by_file.setdefault(m.path, []).append(m)
+        edits = []
+        for path, group in by_file.items():
+            before = self.source(path)
+            if before is None:
+                return None
+            group.sort(key=lambda m: m.start, reverse=True)
+            if any(a.start < b.end for a, b in zip(group, group[1:])):
+                return None  # overlapping edits
+            after = before
+            try:
+                for m in group:  # from the end of the file backwards, so offsets stay valid
+                    after = m.apply(after)
+                compile(after, path, "exec")
+            except (OperatorError, SyntaxError, ValueError):
+                return None
+            edits.append(FileEdit(path, before, after))
+        key = tuple(sorted((e.path, e.after) for e in edits))
+        if key in seen:
+            return None
+        seen.add(key)
+        return Candidate(muts, Patch(tuple(edits)), rank)
+
+    # -- the search -----------------------------------------------------------------------
+    def run(self, locations: list[Location]) -> SearchResult:
+        started = time.monotonic()
+        result = SearchResult()
+        singles = self.singles(locations)
+        result.generated = len(singles)
+        tried: list[Tried] = []
+        winners: list[Tried] = []
+        total = len(singles) + self.max_pairs
+        for cand in singles:
+            if winners and cand.rank != winners[0].candidate.rank:
+                break  # a fix is verified; the rest of its location was tried for a smaller one
+            if self._stop(started, result):
+                break
+            outcome = self.verifier.check(cand.patch)
+            result.tried += 1
+            self.progress(result.tried, total, cand.notes[0])
+            tried.append(Tried(cand, outcome))
+            if outcome.verified:
+                winners.append(tried[-1])
+        fix = self._confirm(winners)
+        if fix is None and not result.stopped:
+            fix = self._pairs(singles, tried, started, result, total)
+        result.fix = fix
+        result.best = sorted((t for t in tried if t.result.fixed),
+                             key=lambda t: (-len(t.result.fixed), len(t.result.broken), t.candidate.size))[:3]
+        if fix is None and not result.stopped:
+            result.stopped = "exhausted"
+        result.seconds = time.monotonic() - started
+        return result
+
+    def _stop(self, started: float, result: SearchResult) -> bool:
+        if self.cancel.is_set():
+            result.stopped = "cancelled"
+        elif time.monotonic() - started > self.seconds:
+            result.stopped = "time"
+        return bool(result.stopped)
+
+    def _confirm(self, winners: list[Tried]) -> Fix | None:
+        # Tests fixed first, then the smaller edit, then the more suspicious location.
+        for t in sorted(winners, key=lambda t: (-len(t.result.fixed), t.candidate.size, t.candidate.rank)):
+            verification = self.verifier.confirm(t.candidate.patch)
+            if verification is not None:
+                return Fix(t.candidate.patch, verification, "search", t.candidate.notes)
+        return None
+
+    def _pair_order(self, singles: list[Candidate], tried: list[Tried]) -> Iterator[tuple[Candidate, Candidate]]:
+        partial = sorted((t for t in tried if t.result.fixed),
+                         key=lambda t: (-len(t.result.fixed), len(t.result.broken), t.candidate.size))
+        firsts = [t.candidate for t in partial[:10]]
+        # Pairs that complete a partial fix come first, then pairs of the most suspicious edits
+        # (two bugs that each hide the other's effect fix no test on their own).
+        for a in firsts:
+            for b in singles:
+                if b is not a and b.rank != a.rank:
+                    yield a, b
+        pool = singles[:20]
+        for i, a in enumerate(pool):
+            for b in pool[i + 1:]:
+                if b.rank != a.rank:
+                    yield a, b
+
+    def _pairs(self, singles: list[Candidate], tried: list[Tried], started: float,
+               result: SearchResult, total: int) -> Fix | None:
+        seen: set[tuple] = set()
+        done: set[frozenset[int]] = set()
+        for a, b in self._pair_order(singles, tried):
+            if result.pairs_tried >= self.max_pairs or self._stop(started, result):
+                if not result.stopped:
+                    result.stopped = "budget"
+                return None
+            key = frozenset((id(a), id(b)))
+            if key in done:
+                continue
+            done.add(key)
+            cand = self._candidate(a.mutations + b.mutations, min(a.rank, b.rank), seen)
+            if cand is None:
+                continue
+            outcome = self.verifier.check(cand.patch)
+            result.pairs_tried += 1
+            self.progress(result.tried + result.pairs_tried, total, " + ".join(cand.notes))
+            if outcome.verified:
+                fix = self._confirm([Tried(cand, outcome)])
+                if fix is not None:
+                    return fix
+        return None

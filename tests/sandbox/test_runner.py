@@ -1,0 +1,209 @@
+"""The test runner, warm and fresh: structured results, limits, crashes, and never stale code."""
+
+import sys
+
+import pytest
+
+from frognano.sandbox.runner import RunnerConfig, TestRunner
+from frognano.sandbox.workspace import Workspace
+
+STALE_PROJECT = {
+    "pkg/__init__.py": "",
+    "pkg/core.py": """
+        def is_adult(age):
+            return age > 18
+    """,
+    "pkg/helpers.py": """
+        FACTOR = 2
+    """,
+    "conftest.py": """
+        import pytest
+        from pkg.helpers import FACTOR
+
+        @pytest.fixture
+        def factor():
+            return FACTOR
+    """,
+    "tests/test_core.py": """
+        from pkg.core import is_adult
+
+        def test_adult():
+            assert is_adult(18)
+
+        def test_child():
+            assert not is_adult(17)
+
+        def test_factor(factor):
+            assert factor == 2
+    """,
+}
+
+FIX = {"pkg/core.py": "def is_adult(age):\n    return age >= 18\n"}
+WRONG = {"pkg/core.py": "def is_adult(age):\n    return age < 18\n"}  # same size as the original
+CONFTEST_DEP = {"pkg/helpers.py": "FACTOR = 3\n"}
+
+
+def outcomes(run):
+    return {n: t.outcome for n, t in sorted(run.tests.items())}
+
+
+@pytest.fixture
+def workspace(make_project):
+    with Workspace(make_project(STALE_PROJECT)) as ws:
+        ws.sync()
+        yield ws
+
+
+def run_sequence(ws, warm):
+    """Candidates back to back, each edit reverted before the next, as the search does."""
+    seq = [None, FIX, WRONG, FIX, CONFTEST_DEP, None, WRONG, CONFTEST_DEP, FIX]
+    results = []
+    with TestRunner(ws, RunnerConfig(warm=warm)) as runner:
+        for edit in seq:
+            if edit is None:
+                results.append(outcomes(runner.run()))
+            else:
+                with ws.edited(edit):
+                    results.append(outcomes(runner.run()))
+        assert runner.warm is warm
+    return results
+
+
+def test_warm_runner_never_validates_stale_code(workspace):
+    warm = run_sequence(workspace, warm=True)
+    fresh = run_sequence(workspace, warm=False)
+    assert warm == fresh
+    original, fixed, wrong, _, dep = warm[:5]
+    assert original["tests/test_core.py::test_adult"] == "failed"
+    assert fixed["tests/test_core.py::test_adult"] == "passed"
+    assert wrong["tests/test_core.py::test_child"] == "failed"
+    assert dep["tests/test_core.py::test_factor"] == "failed"
+    assert warm[5] == original
+
+
+def test_structured_results_and_coverage(workspace):
+    with TestRunner(workspace) as runner:
+        run = runner.run(coverage=True)
+    t = run.tests["tests/test_core.py::test_adult"]
+    assert t.outcome == "failed"
+    assert "assert False" in t.message
+    assert t.frames[-1].path == "tests/test_core.py" and t.frames[-1].line == 4
+    assert t.coverage["pkg/core.py"] == [2]
+    assert t.last == ("pkg/core.py", 2)
+    assert run.collected == sorted(run.collected, key=run.collected.index)
+    assert len(run.collected) == 3 and run.leaks == []
+
+
+@pytest.mark.parametrize("warm", [True, False])
+def test_hangs_crashes_and_output_are_contained(make_project, warm):
+    root = make_project({
+        "tests/test_bad.py": """
+            import os, signal, time
+
+            def test_first():
+                pass
+
+            def test_hang():
+                time.sleep(60)
+
+            def test_hang_in_c():
+                # SIGALRM blocked: the in-process timer cannot fire, the watchdog must kill.
+                signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+                time.sleep(60)
+
+            def test_suicide():
+                os.kill(os.getpid(), signal.SIGKILL)
+
+            def test_exit():
+                os._exit(3)
+
+            def test_noisy():
+                print("x" * 1_000_000)
+                assert False
+
+            def test_memory():
+                b = bytearray(64 * 1024 ** 3)
+
+            def test_last():
+                pass
+        """,
+    })
+    with Workspace(root) as ws:
+        ws.sync()
+        with TestRunner(ws, RunnerConfig(timeout=1.0, warm=warm, max_output=500, memory_mb=512)) as runner:
+            run = runner.run()
+    got = outcomes(run)
+    prefix = "tests/test_bad.py::"
+    assert got == {
+        prefix + "test_exit": "crashed",
+        prefix + "test_first": "passed",
+        prefix + "test_hang": "timeout",
+        prefix + "test_hang_in_c": "timeout",
+        prefix + "test_last": "passed",
+        prefix + "test_memory": "failed",
+        prefix + "test_noisy": "failed",
+        prefix + "test_suicide": "crashed",
+    }
+    assert "MemoryError" in run.tests[prefix + "test_memory"].message
+    assert len(run.tests[prefix + "test_noisy"].stdout) <= 510
+    assert "SIGKILL" in run.tests[prefix + "test_suicide"].message
+
+
+def test_collection_errors_are_their_own_kind(make_project):
+    root = make_project({
+        "mod.py": "def f(:\n    pass\n",
+        "tests/test_a.py": "from mod import f\n\ndef test_a():\n    pass\n",
+        "tests/test_b.py": "def test_b():\n    pass\n",
+    })
+    with Workspace(root) as ws:
+        ws.sync()
+        with TestRunner(ws) as runner:
+            run = runner.run()
+    assert [e.nodeid for e in run.collect_errors] == ["tests/test_a.py"]
+    assert "SyntaxError" in run.collect_errors[0].summary
+    assert outcomes(run) == {"tests/test_b.py::test_b": "passed"}
+
+
+def test_a_run_selects_node_ids_and_passes_arguments(workspace):
+    with TestRunner(workspace) as runner:
+        one = runner.run(["tests/test_core.py::test_child"])
+        by_k = runner.run(args=["-k", "factor"])
+    assert list(one.tests) == ["tests/test_core.py::test_child"]
+    assert list(by_k.tests) == ["tests/test_core.py::test_factor"]
+
+
+def test_fresh_fallback_when_dependencies_import_the_project(make_project, monkeypatch):
+    # A "third-party" module that imports the project: a forked child would see stale code,
+    # so the runner must refuse to run warm.
+    site = make_project({"sneaky.py": "import pkg.core\n"}, name="site")
+    files = dict(STALE_PROJECT)
+    files["tests/test_sneaky.py"] = "import sneaky\n\ndef test_s():\n    pass\n"
+    root = make_project(files)
+    # The project on the path too, as an editable install would put it.
+    monkeypatch.setenv("PYTHONPATH", f"{site}:{root}")
+    with Workspace(root) as ws:
+        ws.sync()
+        with TestRunner(ws) as runner:
+            run = runner.run()
+            assert not runner.warm
+            assert "project's own modules" in runner.warm_reason
+    assert run.tests["tests/test_sneaky.py::test_s"].outcome == "passed"
+
+
+def test_missing_interpreter_is_a_usage_error(workspace):
+    from frognano.errors import UsageError
+
+    with pytest.raises(UsageError, match="no such interpreter"):
+        TestRunner(workspace, RunnerConfig(python="/nonexistent/python3"))
+
+
+def test_interpreter_without_pytest(workspace, tmp_path):
+    import subprocess
+
+    from frognano.errors import ProjectError
+
+    venv = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    with TestRunner(workspace, RunnerConfig(python=str(venv / "bin" / "python"))) as runner:
+        with pytest.raises(ProjectError, match="pytest is not installed"):
+            runner.run()
