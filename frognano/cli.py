@@ -33,9 +33,11 @@ def _fail(message: str, code: int = EXIT_USAGE, as_json: bool = False) -> None:
     if as_json:
         click.echo(json.dumps({"status": "error", "failing": [], "fix": None, "message": message}))
     else:
+        from rich.markup import escape
+
         from .render import stderr_console
 
-        stderr_console().print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+        stderr_console().print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
     sys.exit(code)
 
 

@@ -8,6 +8,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.syntax import Syntax
 
@@ -60,12 +61,12 @@ class FixRenderer:
     def report(self, report: FixReport, path: Path) -> None:
         c = self.console
         for note in report.notes:
-            self._pconsole.print(f"[yellow]note:[/] {note}", soft_wrap=True)
+            self._pconsole.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)
         if report.status == "error":
-            self._pconsole.print(f"[bold red]error:[/] {report.message}", soft_wrap=True)
+            self._pconsole.print(f"[bold red]error:[/] {escape(report.message)}", soft_wrap=True)
             return
         if report.status == "passing":
-            c.print(f"[green]✓[/] {report.message}; nothing to fix.")
+            c.print(f"[green]✓[/] {escape(report.message)}; nothing to fix.")
             return
         run = report.diagnosis.run if report.diagnosis else None
         total = len(run.tests) if run else 0
@@ -73,7 +74,7 @@ class FixRenderer:
                 f" (of {total})")
         for nodeid in report.failing[:10]:
             t = run.tests[nodeid] if run else None
-            c.print(f"  [bold]{nodeid}[/]", soft_wrap=True)
+            c.print(f"  [bold]{escape(nodeid)}[/]", soft_wrap=True)
             if t is not None:
                 c.print(f"      {t.summary}", style="red", soft_wrap=True, markup=False)
                 if t.frames:
@@ -88,7 +89,7 @@ class FixRenderer:
         s = report.search
         tried = f"{s.tried + s.pairs_tried} candidates, {s.seconds:.1f} s" if s else ""
         if report.fix is None:
-            c.print(f"\n[bold yellow]No verified fix[/] ({tried}): {report.message}")
+            c.print(f"\n[bold yellow]No verified fix[/] ({tried}): {escape(report.message)}")
             if s and s.best:
                 c.print("  closest candidates:")
                 for t in s.best:

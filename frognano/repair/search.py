@@ -101,7 +101,7 @@ class Search:
         except OperatorError as exc:
             log.info("no candidates in %s: %s", loc.path, exc)
             return []
-        return sorted(found, key=lambda m: (_PRIORITY.get(m.operator, len(_PRIORITY)), m.size))
+        return found
 
     def _header_mutations(self, loc: Location) -> list[Mutation]:
         """Default arguments of the suspicious function: run at import time, so never ranked."""
@@ -114,18 +114,28 @@ class Search:
             return []
 
     def singles(self, locations: list[Location]) -> list[Candidate]:
+        """Single-edit candidates, most promising first.
+
+        Spectra often tie (every line only the failing tests run scores the same), so within
+        a score the common bug kinds at all tied lines come before the rarer kinds at any.
+        """
+        top = locations[: self.max_locations]
+        keyed: list[tuple[tuple, int, Mutation]] = []
+        for rank, loc in enumerate(top):
+            for m in self._mutations_at(loc):
+                keyed.append(((-round(loc.score, 2), _PRIORITY.get(m.operator, 99), rank, m.size), rank, m))
+        for rank, loc in enumerate(top[:3]):
+            for m in self._header_mutations(loc):
+                keyed.append(((1, _PRIORITY.get(m.operator, 99), rank, m.size), rank, m))
+        keyed.sort(key=lambda item: item[0])
         seen: set[tuple] = set()
         out: list[Candidate] = []
-        top = locations[: self.max_locations]
-        groups = [self._mutations_at(loc) for loc in top]
-        groups += [self._header_mutations(loc) for loc in top[:3]]
-        for rank, group in enumerate(groups):
-            for m in group:
-                cand = self._candidate((m,), rank, seen)
-                if cand is not None:
-                    out.append(cand)
-                if len(out) >= self.max_candidates:
-                    return out
+        for _, rank, m in keyed:
+            cand = self._candidate((m,), rank, seen)
+            if cand is not None:
+                out.append(cand)
+            if len(out) >= self.max_candidates:
+                break
         return out
 
     def _candidate(self, muts: tuple[Mutation, ...], rank: int,
@@ -166,7 +176,7 @@ class Search:
         total = len(singles) + self.max_pairs
         for cand in singles:
             if winners and cand.rank != winners[0].candidate.rank:
-                break  # a fix is verified; the rest of its location was tried for a smaller one
+                continue  # a fix is verified; only its own location is searched for a smaller one
             if self._stop(started, result):
                 break
             outcome = self.verifier.check(cand.patch)

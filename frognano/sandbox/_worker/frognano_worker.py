@@ -109,6 +109,8 @@ def run_request(req: dict) -> int:
         "-q",
         # A broken test module must not hide the results of the others.
         "--continue-on-collection-errors",
+        # Results come from the plugin; pytest's own long tracebacks would only cost time.
+        "--tb=line",
         *req.get("args", []),
         # Every selected test must report, whatever -x or --maxfail the project's addopts say.
         "--maxfail", "2147483647",
