@@ -21,6 +21,8 @@ class Frame:
 
 @dataclass
 class TestResult:
+    __test__ = False  # a result record, not a pytest test class
+
     nodeid: str
     outcome: str  # passed failed error skipped xfailed xpassed timeout crashed
     duration: float = 0.0
