@@ -289,9 +289,8 @@ class TestRunner:
         finally:
             if fd is not None:
                 os.close(fd)
-            if proc.poll() is None:
-                _killpg(proc.pid)
-                proc.wait()
+            _killpg(proc.pid)  # the run and whatever its tests left behind
+            proc.wait()
         return killed, proc.returncode
 
     # -- the warm server ------------------------------------------------------------------
@@ -363,9 +362,8 @@ class TestRunner:
         watch.killed = False  # type: ignore[attr-defined]
         try:
             done = self._receive(None, watch, pid)
-        except BaseException:
-            _killpg(pid)
-            raise
+        finally:
+            _killpg(pid)  # whatever the tests spawned and left behind goes with the run
         return watch.killed, done["returncode"]  # type: ignore[attr-defined]
 
     def _startup_failure(self) -> str:

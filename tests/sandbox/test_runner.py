@@ -207,3 +207,43 @@ def test_interpreter_without_pytest(workspace, tmp_path):
     with TestRunner(workspace, RunnerConfig(python=str(venv / "bin" / "python"))) as runner:
         with pytest.raises(ProjectError, match="pytest is not installed"):
             runner.run()
+
+
+def test_limits_kill_the_process_group_and_bound_files(make_project, tmp_path):
+    marker = tmp_path / "grandchild.pid"
+    root = make_project({
+        "tests/test_limits.py": f"""
+            import subprocess, time
+
+            def test_spawns_and_hangs():
+                child = subprocess.Popen(["sleep", "300"])
+                open({str(marker)!r}, "w").write(str(child.pid))
+                while True:  # a busy loop in C would do too; the watchdog kills the whole group
+                    time.sleep(0.01)
+
+            def test_big_file(tmp_path):
+                with open(tmp_path / "big", "wb") as fh:
+                    fh.write(b"x" * (3 * 1024 * 1024))
+        """,
+    })
+    with Workspace(root) as ws:
+        ws.sync()
+        with TestRunner(ws, RunnerConfig(timeout=1.0, fsize_mb=1)) as runner:
+            run = runner.run()
+    assert run.tests["tests/test_limits.py::test_spawns_and_hangs"].outcome == "timeout"
+    big = run.tests["tests/test_limits.py::test_big_file"]
+    assert big.outcome == "failed" and "File too large" in big.message
+    import os
+    import time
+
+    pid = int(marker.read_text())
+    for _ in range(50):  # the grandchild is gone once its group was killed and it was reaped
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        if open(f"/proc/{pid}/stat").read().split()[2] == "Z":
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError("the test's own child process outlived the run")

@@ -1,0 +1,103 @@
+"""The operator search on small projects: single edits, two-location bugs, budgets."""
+
+import threading
+
+from frognano.config import Settings
+from frognano.repair.engine import Engine
+from frognano.sandbox.workspace import Workspace
+
+TWO_BUGS = {
+    "shop/__init__.py": "",
+    "shop/cart.py": """
+        def subtotal(prices):
+            total = 0
+            for p in prices:
+                total -= p
+            return total
+
+
+        def shipping(total):
+            if total < 50:
+                return 0
+            return 5
+    """,
+    "tests/test_cart.py": """
+        from shop.cart import shipping, subtotal
+
+        def test_subtotal():
+            assert subtotal([10, 20]) == 30
+
+        def test_subtotal_empty():
+            assert subtotal([]) == 0
+
+        def test_shipping_free_above_50():
+            assert shipping(80) == 0
+
+        def test_shipping_paid_below_50():
+            assert shipping(20) == 5
+
+        def test_checkout():
+            total = subtotal([30, 40])
+            assert total + shipping(total) == 70
+    """,
+}
+
+
+def fix(project, **settings):
+    with Workspace(project) as ws, Engine(ws, Settings(**settings)) as engine:
+        return engine.fix()
+
+
+def test_two_location_bug_is_fixed_by_a_pair(make_project):
+    report = fix(make_project(TWO_BUGS))
+    assert report.status == "fixed", report.message
+    assert report.search.pairs_tried >= 1
+    notes = " ".join(report.fix.notes)
+    assert "`-=` -> `+=`" in notes and ("`<` -> `>`" in notes or "`<` -> `>=`" in notes)
+    assert set(report.fix.verified.fail_to_pass) == {
+        "tests/test_cart.py::test_subtotal", "tests/test_cart.py::test_shipping_free_above_50",
+        "tests/test_cart.py::test_shipping_paid_below_50", "tests/test_cart.py::test_checkout",
+    }
+    assert report.fix.verified.pass_to_pass == 1
+    assert len(report.fix.patch.edits) == 1 and report.fix.patch.changed_lines == 4
+
+
+def test_without_a_pair_budget_the_best_partial_fixes_are_reported(make_project):
+    report = fix(make_project(TWO_BUGS), max_pairs=0)
+    assert report.status == "unfixed" and report.exit_code == 1
+    assert report.search.best and report.search.best[0].result.fixed
+    assert "budget" in report.message or "no candidate" in report.message
+
+
+def test_cancel_stops_the_search(make_project):
+    cancel = threading.Event()
+    cancel.set()
+    with Workspace(make_project(TWO_BUGS)) as ws, Engine(ws, Settings()) as engine:
+        report = engine.fix(cancel=cancel)
+    assert report.status == "unfixed" and report.search.stopped == "cancelled"
+    assert report.search.tried == 0
+
+
+def test_candidate_budget_is_respected(make_project):
+    report = fix(make_project(TWO_BUGS), max_candidates=3, max_pairs=2)
+    assert report.search.tried <= 3 and report.search.pairs_tried <= 2
+
+
+def test_default_argument_bug_is_found_through_the_function_header(make_project):
+    report = fix(make_project({
+        "fmt.py": """
+            def pad(text, width=4):
+                return text.rjust(width)
+        """,
+        "tests/test_fmt.py": """
+            from fmt import pad
+
+            def test_default():
+                assert pad("ab") == "   ab"
+
+            def test_explicit():
+                assert pad("ab", 3) == " ab"
+        """,
+    }))
+    assert report.status == "fixed", report.message
+    assert "default" in report.fix.notes[0] or "`4` -> `5`" in report.fix.notes[0]
