@@ -17,6 +17,7 @@ Like the plugin, this file imports only the standard library and pytest.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import json
 import os
@@ -116,16 +117,20 @@ def run_request(req: dict) -> int:
         "--maxfail", "2147483647",
         *req.get("nodeids", []),
     ]
+    before = set(sys.modules)
     try:
         code = int(pytest.main(args, plugins=[plugin]))
     except SystemExit as exc:  # a conftest that calls sys.exit
         code = exc.code if isinstance(exc.code, int) else 3
+    # Only what this run imported: the server's start-up check covered everything before it,
+    # and resolving the paths of hundreds of numpy/pandas modules would cost ~40 ms a run.
     real = os.path.realpath(req.get("real_root", shadow))
     leaks = sorted(
         name
-        for name, mod in list(sys.modules.items())
-        if getattr(mod, "__file__", None) and _inside(mod.__file__, [real])
-        and not _inside(mod.__file__, [os.path.realpath(shadow)])
+        for name in set(sys.modules) - before
+        if getattr(sys.modules[name], "__file__", None)
+        and _inside(sys.modules[name].__file__, [real])
+        and not _inside(sys.modules[name].__file__, [os.path.realpath(shadow)])
     )
     plugin.emit("end", exitstatus=code, leaks=leaks)
     return code
@@ -177,6 +182,10 @@ def serve() -> None:
         for name, mod in list(sys.modules.items())
         if getattr(mod, "__file__", None) and _inside(mod.__file__, roots)
     )
+    # Move everything imported so far out of the collector's reach: a forked child would
+    # otherwise walk (and so copy) every inherited object at its first collection.
+    gc.collect()
+    gc.freeze()
     _reply({"ready": True, "imported": imported, "failed": failed, "offenders": offenders,
             "pid": os.getpid()})
     for line in sys.stdin:
