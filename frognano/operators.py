@@ -24,7 +24,7 @@ import warnings
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from functools import cached_property
-from typing import NamedTuple, Protocol, Union
+from typing import NamedTuple, Protocol
 
 import libcst as cst
 from libcst.metadata import (
@@ -147,9 +147,6 @@ class FunctionInfo:
 # --------------------------------------------------------------------------------------------
 # Operator protocol and the per-function context operators read
 # --------------------------------------------------------------------------------------------
-
-NewNode = Union[cst.CSTNode, cst.RemovalSentinel, cst.FlattenSentinel]
-
 
 class Site(NamedTuple):
     """One way an operator can change a function: replace `old` (a node of the tree) by `new`."""
@@ -444,14 +441,8 @@ class _Prepared:
         module = self.module
         self.vsource = source if module.has_trailing_newline or not module.body else source + module.default_newline
         self.line_starts = [0] + [m.end() for m in _NEWLINE.finditer(self.vsource)]
-        self.top_offsets: dict[cst.CSTNode, int] | None = {}
-        offset = 0
-        for node in (*module.header, *module.body, *module.footer):
-            self.top_offsets[node] = offset
-            offset += len(module.code_for_node(node))
-        if offset != len(self.vsource):
-            self.top_offsets = None  # cannot trust per-statement offsets: whole-module fallback
         self._regions: dict[cst.CSTNode, tuple[int, str, str, bool] | None] = {}
+        self._lines: dict[cst.CSTNode, tuple[int, int, str, bool]] = {}
         self._newline_len = len(module.code_for_node(cst.TrailingWhitespace()))
 
     @cached_property
@@ -474,12 +465,18 @@ class _Prepared:
     def offset(self, pos: cst.metadata.CodePosition) -> int:
         return self.line_starts[pos.line - 1] + pos.column
 
-    def neighbours(self, node: cst.BaseExpression) -> tuple[str, str]:
-        """Characters just before and after `node`'s text, its own parentheses included."""
+    def expression_bounds(self, node: cst.BaseExpression) -> tuple[int, int]:
+        """Offsets of `node`'s text in the source, its own parentheses included (positions
+        leave them out)."""
         rng = self.positions[node]
         code = self.module.code_for_node
         start = self.offset(rng.start) - sum(len(code(p)) for p in node.lpar)
         end = self.offset(rng.end) + sum(len(code(p)) for p in node.rpar)
+        return start, end
+
+    def neighbours(self, node: cst.BaseExpression) -> tuple[str, str]:
+        """Characters just before and after `node`'s text."""
+        start, end = self.expression_bounds(node)
         return self.vsource[start - 1 : start] if start > 0 else "", self.vsource[end : end + 1]
 
     # -- regions: the smallest statement whose text we regenerate ----------------------------
@@ -487,36 +484,33 @@ class _Prepared:
         return (isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
                 and isinstance(ctx.parents.get(node), (cst.IndentedBlock, cst.Module)))
 
-    def _region(self, node: cst.CSTNode, ctx: FunctionContext) -> tuple[int, str, str, bool] | None:
-        """(offset, indentation, text, parses) of a region statement, or None if its text
-        cannot be located exactly (then the caller climbs to a larger region)."""
+    def _region(self, node: cst.CSTNode) -> tuple[int, str, str, bool] | None:
+        """(offset, indentation, text, parses) of a region statement rendered by libcst, or
+        None if that text is not found where the statement starts (the caller then climbs)."""
         if node in self._regions:
             return self._regions[node]
         found = None
-        if isinstance(ctx.parents.get(node), cst.Module):
-            if self.top_offsets is not None:
-                text = self.module.code_for_node(node)
-                found = (self.top_offsets[node], "", text, _parses(text, ""))
-        else:
-            line = self.start_line(node)
-            column = self.positions[node].start.column
-            decorators = getattr(node, "decorators", ())
-            if decorators:
-                column = self.positions[decorators[0]].start.column
-            start = self.line_starts[line - 1]
-            indent = self.vsource[start : start + column]
-            if indent and not indent.strip():
-                text = self._indented(node, indent)
-                if self.vsource.startswith(text, start):
-                    found = (start, indent, text, _parses(text, indent))
+        column = self.positions[node].start.column
+        decorators = getattr(node, "decorators", ())
+        if decorators:
+            column = self.positions[decorators[0]].start.column
+        start = self.line_starts[self.start_line(node) - 1]
+        indent = self.vsource[start : start + column]
+        if not indent.strip():
+            text = self._render(node, indent)
+            if self.vsource.startswith(text, start):
+                found = (start, indent, text, _parses(text, indent))
         self._regions[node] = found
         return found
 
-    def _indented(self, node: cst.CSTNode, indent: str) -> str:
-        # A statement renders its own indentation only inside a block, so render a one-statement
-        # block with the statement's absolute indentation and drop the block's header newline.
+    def _render(self, node: cst.CSTNode, indent: str) -> str:
+        """A statement's text from its first token line on (leading comment lines left out)."""
         if hasattr(node, "leading_lines"):
             node = node.with_changes(leading_lines=())
+        if not indent:
+            return self.module.code_for_node(node)
+        # A statement renders its own indentation only inside a block: render a one-statement
+        # block with the statement's absolute indentation and drop the block's header newline.
         block = cst.IndentedBlock(body=[node], indent=indent)
         return self.module.code_for_node(block)[self._newline_len :]
 
@@ -526,40 +520,85 @@ class _Prepared:
         first = site.first or old
         last = site.last or first
         line = self.positions[first].start.line
-        end_line = self.positions[last].end.line
+        end_line = max(line, self.positions[last].end.line)
+        made = self._splice_expression(ctx, old, new) or self._render_region(ctx, old, new)
+        if made is None:
+            return None
+        start, old_span, new_span = made
+        if start + len(old_span) > len(self.source) or not self.source.startswith(old_span, start):
+            return None  # only the phantom final newline differs; cannot happen for real edits
+        return Mutation(op.name, path, start, old_span, new_span, line, end_line, ctx.qualname,
+                        site.description)
+
+    def _splice_expression(self, ctx: FunctionContext, old: cst.CSTNode, new: cst.CSTNode
+                           ) -> tuple[int, str, str] | None:
+        """Fast path for the common case, one expression replaced by another.
+
+        When `old` renders standalone exactly as it reads in the file (no continuation lines
+        indented by context), so does its replacement, so rendering the two expressions is
+        enough; the syntax check parses the source lines of the enclosing statement with the
+        new text spliced in.  None when the fast path does not apply.
+        """
+        if not (isinstance(old, cst.BaseExpression) and isinstance(new, cst.BaseExpression)):
+            return None
+        start, end = self.expression_bounds(old)
+        code = self.module.code_for_node
+        old_code = code(old)
+        if self.vsource[start:end] != old_code:
+            return None
+        new_code = code(new)
+        if new_code == old_code:
+            return None
+        statement = ctx.parents.get(old)
+        while statement is not None and not self._is_region(ctx, statement):
+            statement = ctx.parents.get(statement)
+        if statement is not None:
+            lo, hi, indent, parsed = self._statement_lines(statement)
+            if parsed and lo <= start and end <= hi:
+                text = self.vsource[lo:start] + new_code + self.vsource[end:hi]
+                if not _parses(text, indent):
+                    return None
+        p, old_span, new_span = _minimal_span(old_code, new_code)
+        return start + p, old_span, new_span
+
+    def _statement_lines(self, node: cst.CSTNode) -> tuple[int, int, str, bool]:
+        """(start, end, indentation, parses) of the whole source lines a statement spans."""
+        found = self._lines.get(node)
+        if found is None:
+            first, last = self.start_line(node), self.positions[node].end.line
+            lo = self.line_starts[first - 1]
+            hi = self.line_starts[last] if last < len(self.line_starts) else len(self.vsource)
+            text = self.vsource[lo:hi]
+            indent = text[: len(text) - len(text.lstrip(" \t\f"))]
+            found = self._lines[node] = (lo, hi, indent, _parses(text, indent))
+        return found
+
+    def _render_region(self, ctx: FunctionContext, old: cst.CSTNode, new: cst.CSTNode
+                       ) -> tuple[int, str, str] | None:
+        """General path: re-render the smallest enclosing statement and diff it."""
         node = old
         # The replaced node is its own region only when it is a statement replaced by a
         # statement that keeps its leading comment lines (which regions leave out).
         if not (self._is_region(ctx, old) and isinstance(new, cst.CSTNode)
                 and getattr(new, "leading_lines", None) is getattr(old, "leading_lines", None)):
             node = ctx.parents.get(old)
+        region = None
         while node is not None:
             if self._is_region(ctx, node):
-                region = self._region(node, ctx)
+                region = self._region(node)
                 if region is not None:
                     break
             node = ctx.parents.get(node)
-        if node is None:  # nothing located exactly: regenerate the module (slow, always right)
-            offset, old_text, parsed = 0, self.module.code, True
+        if region is None:  # nothing located exactly: regenerate the module (slow, always right)
+            offset, indent, old_text, parsed = 0, "", self.module.code, True
             new_text = self.module.deep_replace(old, new).code
-            indent = ""
         else:
             offset, indent, old_text, parsed = region
-            new_node = _replace_path(ctx.parents, node, old, new)
-            if isinstance(ctx.parents.get(node), cst.Module):
-                new_text = self.module.code_for_node(new_node)
-            else:
-                new_text = self._indented(new_node, indent)
-        if new_text == old_text:
-            return None
-        if parsed and not _parses(new_text, indent):
+            new_text = self._render(_replace_path(ctx.parents, node, old, new), indent)
+        if new_text == old_text or (parsed and not _parses(new_text, indent)):
             return None
         p, old_span, new_span = _minimal_span(old_text, new_text)
-        start = offset + p
-        if start + len(old_span) > len(self.source) or not self.source.startswith(old_span, start):
-            return None  # only the phantom final newline differs; cannot happen for real edits
-        return Mutation(op.name, path, start, old_span, new_span, line, max(line, end_line),
-                        ctx.qualname, site.description)
+        return offset + p, old_span, new_span
 
 
 def _replace_path(parents: Mapping, top: cst.CSTNode, old: cst.CSTNode, new: cst.CSTNode
@@ -1055,7 +1094,10 @@ class RemoveCall(_Op):
             arg = node.args[0]
             if arg.keyword is not None or arg.star:
                 continue
-            new = func.fit(node, arg.value)
+            value = arg.value
+            if not value.lpar and "\n" in func.module.code_for_node(value):
+                value = _parenthesize(value)  # its line breaks relied on the call's brackets
+            new = func.fit(node, value)
             yield Site(node, new, f"`{func.code(node)}` -> `{func.code(new)}`")
 
 

@@ -99,6 +99,7 @@ class _Watch:
         self.buffer = b""
         self.current: str | None = None
         self.since = time.monotonic()
+        self.killed = False  # set when the controller killed the run for hanging
 
     def poll(self) -> None:
         try:
@@ -275,7 +276,6 @@ class TestRunner:
                 stdout=logf, stderr=subprocess.STDOUT, start_new_session=True,
             )
         fd = os.pidfd_open(proc.pid) if hasattr(os, "pidfd_open") else None
-        killed = False
         try:
             while proc.poll() is None:
                 if fd is not None:
@@ -283,7 +283,7 @@ class TestRunner:
                 else:
                     time.sleep(_POLL / 5)
                 if proc.poll() is None and watch.overdue():
-                    killed = True
+                    watch.killed = True
                     _killpg(proc.pid)
                     proc.wait()
         finally:
@@ -291,7 +291,7 @@ class TestRunner:
                 os.close(fd)
             _killpg(proc.pid)  # the run and whatever its tests left behind
             proc.wait()
-        return killed, proc.returncode
+        return watch.killed, proc.returncode
 
     # -- the warm server ------------------------------------------------------------------
     def _start_server(self) -> None:
@@ -352,19 +352,18 @@ class TestRunner:
                 return json.loads(line)
             if deadline is not None and time.monotonic() > deadline:
                 raise _ServerLost(f"no answer in {timeout:g} s")
-            if watch is not None and pid is not None and watch.overdue():
+            if watch is not None and pid is not None and not watch.killed and watch.overdue():
                 _killpg(pid)
-                watch.killed = True  # type: ignore[attr-defined]
+                watch.killed = True
 
     def _run_warm(self, req: dict, watch: _Watch) -> tuple[bool, int | None]:
         self._send(req)
         pid = self._receive(30.0)["pid"]
-        watch.killed = False  # type: ignore[attr-defined]
         try:
             done = self._receive(None, watch, pid)
         finally:
             _killpg(pid)  # whatever the tests spawned and left behind goes with the run
-        return watch.killed, done["returncode"]  # type: ignore[attr-defined]
+        return watch.killed, done["returncode"]
 
     def _startup_failure(self) -> str:
         logs = sorted(self.dir.glob("log-*.txt"), key=lambda p: p.stat().st_mtime)
