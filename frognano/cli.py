@@ -58,15 +58,25 @@ def main() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the report.")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
               help="Seconds a test may run before it counts as hanging (default 30).")
+@click.option("--model", metavar="SPEC",
+              help="After the operator search, let a model try: mlx:PATH_OR_ID, torch:PATH_OR_ID, "
+                   "openai:MODEL@BASE_URL or replay:EPISODE.json.")
+@click.option("--episodes", type=click.IntRange(min=0), metavar="N", help="Model episodes to try (default 2).")
+@click.option("--no-constrain", is_flag=True, help="Let in-process models emit free text instead of "
+                                                    "only well-formed tool calls.")
 @click.option("-v", "--verbose", count=True, help="Log what happens (-vv for debug detail).")
-def fix(path: Path, keyword: str | None, apply_: bool, as_json: bool, timeout: float | None, verbose: int) -> None:
+def fix(path: Path, keyword: str | None, apply_: bool, as_json: bool, timeout: float | None,
+        model: str | None, episodes: int | None, no_constrain: bool, verbose: int) -> None:
     """Find, verify and print a fix for the failing tests of the project at PATH.
 
     \b
     1. runs the tests in a shadow copy of PATH, with per-test coverage;
     2. ranks suspicious statements (Ochiai spectra + traceback frames);
     3. tries catalogue edits there (comparison flips, off-by-ones, wrong names, ...);
-    4. verifies the best candidate against every test that passed before.
+    4. with --model, runs model episodes (read/search/edit/run_tests/submit tools);
+    5. verifies the best candidate against every test that passed before.
+
+    Episodes are recorded as JSON in FrogNano's cache (the path is printed).
 
     Settings come from [tool.frognano] in PATH/pyproject.toml (test_args, timeout,
     max_candidates, ...), then FROGNANO_* variables, then these flags.
@@ -81,7 +91,12 @@ def fix(path: Path, keyword: str | None, apply_: bool, as_json: bool, timeout: f
 
     try:
         ws = Workspace(path)
-        settings = load_settings(ws.root, {"timeout": timeout})
+        settings = load_settings(ws.root, {"timeout": timeout, "model": model, "episodes": episodes,
+                                           "constrain": False if no_constrain else None})
+        if model:
+            from .runtime.base import parse_spec
+
+            parse_spec(model)
     except FrogNanoError as exc:
         _fail(str(exc), exc.exit_code, as_json)
         return

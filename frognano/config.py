@@ -35,15 +35,21 @@ class Settings:
     max_pairs: int = field(default=150, metadata={"help": "two-edit candidates validated at most"})
     search_seconds: float = field(default=300.0, metadata={"help": "wall-clock budget of the search"})
     candidate_timeout_factor: float = field(default=10.0, metadata={"help": "a candidate's test may take this many times its baseline duration (at least 2 s, at most timeout)"})
+    model: str | None = field(default=None, metadata={"help": "model SPEC for repair episodes after the operator search (mlx:, torch:, openai:, replay:)"})
+    episodes: int = field(default=2, metadata={"help": "model episodes tried after the operator search"})
+    max_turns: int = field(default=16, metadata={"help": "assistant turns per episode"})
+    max_episode_tokens: int = field(default=16384, metadata={"help": "prompt + completion tokens per episode"})
+    temperature: float = field(default=0.0, metadata={"help": "sampling temperature of the model (0: greedy)"})
+    constrain: bool = field(default=True, metadata={"help": "constrain in-process models to well-formed tool calls"})
 
     def __post_init__(self) -> None:
         for name in ("timeout", "collect_timeout", "search_seconds", "candidate_timeout_factor"):
             if getattr(self, name) <= 0:
                 raise UsageError(f"{name} must be positive, got {getattr(self, name)}")
-        for name in ("fsize_mb", "max_locations"):
+        for name in ("fsize_mb", "max_locations", "max_turns", "max_episode_tokens"):
             if getattr(self, name) < 1:
                 raise UsageError(f"{name} must be at least 1, got {getattr(self, name)}")
-        for name in ("max_candidates", "max_pairs"):
+        for name in ("max_candidates", "max_pairs", "episodes", "temperature"):
             if getattr(self, name) < 0:
                 raise UsageError(f"{name} must not be negative, got {getattr(self, name)}")
         if self.memory_mb < 64:

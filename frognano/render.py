@@ -88,6 +88,9 @@ class FixRenderer:
                 c.print(f"  {loc.describe()}", markup=False, soft_wrap=True)
         s = report.search
         tried = f"{s.tried + s.pairs_tried} candidates, {s.seconds:.1f} s" if s else ""
+        for i, e in enumerate(report.episodes, 1):
+            c.print(f"  model episode {i}: {e.status}, {len(e.turns)} turns, {e.malformed} malformed calls, "
+                    f"{e.tokens_in + e.tokens_out} tokens — {e.record}", markup=False, soft_wrap=True)
         if report.fix is None:
             c.print(f"\n[bold yellow]No verified fix[/] ({tried}): {escape(report.message)}")
             if s and s.best:

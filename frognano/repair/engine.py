@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ..config import Settings
 from ..errors import EXIT_OK, EXIT_UNFIXED, FrogNanoError, ProjectError, UsageError
@@ -20,6 +20,10 @@ from .localize import Location, localize
 from .patch import Fix
 from .search import Search, SearchResult
 from .verify import Verifier
+
+if TYPE_CHECKING:
+    from ..runtime.base import Model
+    from .agent import Episode
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +65,7 @@ class FixReport:
     notes: list[str] = field(default_factory=list)  # one-line warnings about the project
     exit_code: int = EXIT_OK
     applied: bool | None = None  # set by a face that was asked to write the fix
+    episodes: list[Episode] = field(default_factory=list)  # model episodes, in order
     undo: str | None = None  # the undo record of an applied fix
 
     def to_json(self) -> dict:
@@ -82,18 +87,37 @@ class FixReport:
             out["notes"] = list(self.notes)
         if self.applied is not None:
             out["applied"] = self.applied
+        if self.episodes:
+            out["episodes"] = [
+                {"status": e.status, "record": str(e.record) if e.record else None, "turns": len(e.turns),
+                 "malformed": e.malformed, "tokens_in": e.tokens_in, "tokens_out": e.tokens_out,
+                 "seconds": round(e.seconds, 3)}
+                for e in self.episodes
+            ]
         return out
 
 
 class Engine:
     """One project, one shadow, one warm runner; reused across runs (server, watch mode)."""
 
-    def __init__(self, ws: Workspace, settings: Settings, progress: Progress | None = None) -> None:
+    def __init__(self, ws: Workspace, settings: Settings, progress: Progress | None = None,
+                 model: Model | None = None) -> None:
         self.ws = ws
         self.settings = settings
         self.progress = progress or _Silent()
         self._runner: TestRunner | None = None
+        self._model = model
         self.notes: list[str] = []
+
+    @property
+    def model(self) -> Model | None:
+        """The repair model, loaded once on first use (None when no model is configured)."""
+        if self._model is None and self.settings.model:
+            from ..runtime.base import load_model
+
+            self.progress.phase(f"loading {self.settings.model}")
+            self._model = load_model(self.settings.model)
+        return self._model
 
     @property
     def runner(self) -> TestRunner:
@@ -105,6 +129,9 @@ class Engine:
         if self._runner is not None:
             self._runner.close()
             self._runner = None
+        if self._model is not None:
+            self._model.close()
+            self._model = None
 
     def __enter__(self) -> "Engine":
         return self
@@ -150,14 +177,7 @@ class Engine:
         self.sync()
         run = self.baseline(k)
         coverage = CoverageMap.from_run(run)
-
-        def read(path: str) -> str | None:
-            try:
-                return self.ws.read(path)
-            except (OSError, UnicodeDecodeError, SyntaxError):
-                return None
-
-        locations = localize(run, coverage, read, limit=max(20, self.settings.max_locations))
+        locations = localize(run, coverage, self._read, limit=max(20, self.settings.max_locations))
         return Diagnosis(run, coverage, locations)
 
     def fix(self, k: str | None = None, cancel: threading.Event | None = None) -> FixReport:
@@ -183,7 +203,80 @@ class Engine:
         if result.fix is not None:
             return FixReport("fixed", failing, result.fix, result.fix.verified.describe(),
                              diagnosis, result, self.notes, EXIT_OK)
+        report = FixReport("unfixed", failing, None, "", diagnosis, result, self.notes, EXIT_UNFIXED)
+        if result.stopped != "cancelled" and (self._model is not None or self.settings.model):
+            try:
+                self._episodes(report, verifier, cancel)
+            except FrogNanoError as exc:  # the model cannot be loaded or reached
+                report.status, report.message, report.exit_code = "error", str(exc), exc.exit_code
+                return report
+            if report.fix is not None:
+                report.status, report.exit_code = "fixed", EXIT_OK
+                report.message = report.fix.verified.describe()
+                return report
         why = {"cancelled": "the search was cancelled", "time": "the search ran out of time",
                "budget": "the search used its candidate budget"}.get(result.stopped, "no candidate edit passed")
-        message = f"no verified fix: {why} ({result.tried + result.pairs_tried} candidates tried)"
-        return FixReport("unfixed", failing, None, message, diagnosis, result, self.notes, EXIT_UNFIXED)
+        report.message = f"no verified fix: {why} ({result.tried + result.pairs_tried} candidates tried)"
+        if report.episodes:
+            report.message += f"; {len(report.episodes)} model episode{'s' * (len(report.episodes) != 1)} " \
+                              f"ended {', '.join(e.status for e in report.episodes)}"
+        return report
+
+    def _episodes(self, report: FixReport, verifier: Verifier, cancel: threading.Event | None) -> None:
+        """Up to ``settings.episodes`` model episodes; the first verified patch becomes the fix."""
+        from ..paths import project_cache
+        from ..runtime.base import Sampling
+        from .agent import MODEL_ERROR, EpisodeConfig, run_episode
+        from .harness import ToolBox, first_observation
+
+        s, diagnosis, search = self.settings, report.diagnosis, report.search
+        assert diagnosis is not None and search is not None
+        model = self.model
+        assert model is not None
+        observation = first_observation(diagnosis.run, diagnosis.locations, self._read)
+        for i in range(s.episodes):
+            if cancel is not None and cancel.is_set():
+                break
+            # Greedy decoding would repeat the first episode exactly; later ones sample.
+            temperature = s.temperature if i == 0 or s.temperature > 0 else 0.7
+            config = EpisodeConfig(max_turns=s.max_turns, max_tokens=s.max_episode_tokens,
+                                   constrain=s.constrain, sampling=Sampling(temperature=temperature, seed=i))
+            toolbox = ToolBox(self.ws, self.runner, list(report.failing), _candidate_infos(search),
+                              timeouts=verifier.timeouts)
+            self.progress.phase(f"model episode {i + 1} of {s.episodes}")
+            episode = run_episode(model, toolbox, observation, config, cancel=cancel,
+                                  record_dir=project_cache(self.ws.root) / "episodes",
+                                  meta={"project": str(self.ws.root), "failing": report.failing})
+            report.episodes.append(episode)
+            if episode.status == MODEL_ERROR:
+                raise UsageError(episode.error or "the model failed")
+            if episode.patch is None:
+                continue
+            check = verifier.check(episode.patch)
+            verification = verifier.confirm(episode.patch) if check.verified else None
+            if verification is not None:
+                note = f"model episode {i + 1}: {episode.record}"
+                report.fix = Fix(episode.patch, verification, "model", [note])
+                return
+
+    def _read(self, path: str) -> str | None:
+        try:
+            return self.ws.read(path)
+        except (OSError, UnicodeDecodeError, SyntaxError):
+            return None
+
+
+def _candidate_infos(search: SearchResult, limit: int = 15):
+    """The ``candidates`` tool's list: partial fixes search found, then edits it did not try."""
+    from .harness import CandidateInfo
+
+    tried = {id(t.candidate): t for t in search.history}
+    partial = sorted((t for t in search.history if t.result.fixed), key=lambda t: -len(t.result.fixed))
+    untried = [c for c in search.candidates if id(c) not in tried]
+    infos = []
+    for cand, fixed in [(t.candidate, len(t.result.fixed)) for t in partial] + [(c, None) for c in untried]:
+        if len(cand.mutations) != 1:
+            continue
+        m = cand.mutations[0]
+        infos.append(CandidateInfo(m.path, m.line, m.description, m.apply, fixed))
+    return infos[:limit]

@@ -30,6 +30,7 @@ OPERATOR_PRIORITY = [
     "drop_operand", "remove_condition", "remove_return", "remove_statement", "swap_statements",
 ]
 _PRIORITY = {name: i for i, name in enumerate(OPERATOR_PRIORITY)}
+_LISTED = 200  # candidates generated even beyond the validation budget: a model may apply them
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,8 @@ class SearchResult:
     seconds: float = 0.0
     stopped: str = ""  # why the search ended without a fix: "exhausted", "budget", "time", "cancelled"
     best: list[Tried] = field(default_factory=list)  # best partial fixes, for the report
+    candidates: list[Candidate] = field(default_factory=list)  # the single edits, in search order
+    history: list[Tried] = field(default_factory=list)  # every single edit validated
 
 
 ProgressFn = Callable[[int, int, str], None]  # (done, total, note)
@@ -134,7 +137,7 @@ class Search:
             cand = self._candidate((m,), rank, seen)
             if cand is not None:
                 out.append(cand)
-            if len(out) >= self.max_candidates:
+            if len(out) >= max(self.max_candidates, _LISTED):
                 break
         return out
 
@@ -171,10 +174,11 @@ class Search:
         result = SearchResult()
         singles = self.singles(locations)
         result.generated = len(singles)
+        result.candidates = singles
         tried: list[Tried] = []
         winners: list[Tried] = []
-        total = len(singles) + self.max_pairs
-        for cand in singles:
+        total = min(len(singles), self.max_candidates) + self.max_pairs
+        for cand in singles[: self.max_candidates]:
             if winners and cand.rank != winners[0].candidate.rank:
                 continue  # a fix is verified; only its own location is searched for a smaller one
             if self._stop(started, result):
@@ -189,6 +193,7 @@ class Search:
         if fix is None and not result.stopped:
             fix = self._pairs(singles, tried, started, result, total)
         result.fix = fix
+        result.history = tried
         result.best = sorted((t for t in tried if t.result.fixed),
                              key=lambda t: (-len(t.result.fixed), len(t.result.broken), t.candidate.size))[:3]
         if fix is None and not result.stopped:

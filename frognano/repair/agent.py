@@ -1,0 +1,158 @@
+"""The episode loop: a model and a ToolBox, from the first observation to a submitted patch.
+
+Recoverable problems (a malformed call, a tool error) go back to the model as the next
+observation and the episode goes on; terminal ones (submit, budgets, a model that cannot be
+reached, cancellation, a model repeating itself) end it.  The record is written in ``finally``,
+whatever happened.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..errors import FrogNanoError
+from ..runtime.base import Model, Sampling
+from .harness import SYSTEM_PROMPT, TOOLS, ToolBox, ToolError, parse_tool_call
+from .patch import Patch
+
+log = logging.getLogger(__name__)
+
+# Episode statuses: why an episode ended.
+SUBMITTED = "submitted"  # the model called submit with edits made
+NO_PATCH = "no_patch"  # submit with nothing changed
+TURNS = "turn_budget"
+TOKENS = "token_budget"
+LOOPING = "looping"  # the same call again and again
+MODEL_ERROR = "model_error"
+CANCELLED = "cancelled"
+
+
+@dataclass
+class EpisodeConfig:
+    max_turns: int = 16  # assistant turns
+    max_tokens: int = 16384  # prompt + completion tokens over the whole episode
+    repeat_limit: int = 3  # the same call this many times in a row ends the episode
+    constrain: bool = True  # constrained tool-call decoding on in-process backends
+    sampling: Sampling = field(default_factory=Sampling)
+
+    def __post_init__(self) -> None:
+        if self.max_turns < 1 or self.max_tokens < 1 or self.repeat_limit < 2:
+            raise FrogNanoError("max_turns and max_tokens must be positive, repeat_limit at least 2")
+
+
+@dataclass
+class Turn:
+    reply: str
+    prompt_tokens: int
+    completion_tokens: int
+    call: dict | None  # the parsed call, or None when malformed
+    result: str  # what went back to the model
+
+
+@dataclass
+class Episode:
+    status: str = ""
+    patch: Patch | None = None
+    turns: list[Turn] = field(default_factory=list)
+    malformed: int = 0
+    seconds: float = 0.0
+    record: Path | None = None
+    error: str = ""
+
+    @property
+    def tokens_in(self) -> int:
+        return sum(t.prompt_tokens for t in self.turns)
+
+    @property
+    def tokens_out(self) -> int:
+        return sum(t.completion_tokens for t in self.turns)
+
+
+def run_episode(model: Model, toolbox: ToolBox, observation: str, config: EpisodeConfig | None = None,
+                *, record_dir: Path | None = None, cancel: threading.Event | None = None,
+                meta: dict | None = None) -> Episode:
+    config = config or EpisodeConfig()
+    cancel = cancel or threading.Event()
+    episode = Episode()
+    messages: list[dict] = [{"role": "system", "content": SYSTEM_PROMPT},
+                            {"role": "user", "content": observation}]
+    started = time.monotonic()
+    last_key, repeats = None, 0
+    try:
+        for _ in range(config.max_turns):
+            if cancel.is_set():
+                episode.status = CANCELLED
+                break
+            try:
+                gen = model.generate(messages, TOOLS, config.sampling, cancel=cancel,
+                                     constrain=config.constrain)
+            except FrogNanoError as exc:
+                episode.status, episode.error = MODEL_ERROR, str(exc)
+                break
+            messages.append({"role": "assistant", "content": gen.text})
+            if gen.finish_reason == "cancelled":
+                episode.status = CANCELLED
+                break
+            try:
+                call = parse_tool_call(gen.text)
+            except ToolError as exc:
+                episode.malformed += 1
+                reply, call = f"error: {exc}", None
+                result_terminal = False
+            else:
+                result = toolbox.call(call)
+                reply, result_terminal = result.text, result.terminal
+            episode.turns.append(Turn(gen.text, gen.prompt_tokens, gen.completion_tokens,
+                                      {"name": call.name, "arguments": call.arguments} if call else None, reply))
+            if result_terminal:
+                episode.patch = toolbox.patch()
+                episode.status = SUBMITTED if episode.patch else NO_PATCH
+                break
+            key = call.key() if call else gen.text
+            repeats = repeats + 1 if key == last_key else 1
+            last_key = key
+            if repeats >= config.repeat_limit:
+                episode.status = LOOPING
+                break
+            if episode.tokens_in + episode.tokens_out > config.max_tokens:
+                episode.status = TOKENS
+                break
+            messages.append({"role": "tool", "content": reply})
+        else:
+            episode.status = TURNS
+        if episode.status != SUBMITTED:
+            episode.patch = None
+    finally:
+        episode.seconds = time.monotonic() - started
+        episode.status = episode.status or MODEL_ERROR
+        if record_dir is not None:
+            episode.record = _save(record_dir, episode, messages, model, config, meta or {})
+    return episode
+
+
+def _save(record_dir: Path, episode: Episode, messages: list[dict], model: Model,
+          config: EpisodeConfig, meta: dict) -> Path:
+    record_dir.mkdir(parents=True, exist_ok=True)
+    path = record_dir / f"{time.strftime('%Y%m%d-%H%M%S')}-{time.time_ns() % 10**9:09d}.json"
+    data = {
+        "model": getattr(model, "name", type(model).__name__),
+        "status": episode.status,
+        "error": episode.error,
+        "seconds": round(episode.seconds, 3),
+        "malformed": episode.malformed,
+        "tokens_in": episode.tokens_in,
+        "tokens_out": episode.tokens_out,
+        "config": {"max_turns": config.max_turns, "max_tokens": config.max_tokens,
+                   "constrain": config.constrain, "sampling": asdict(config.sampling)},
+        "messages": messages,
+        "turns": [asdict(t) for t in episode.turns],
+        "patch": episode.patch.diff() if episode.patch else None,
+        **meta,
+    }
+    path.write_text(json.dumps(data, indent=1))
+    return path

@@ -1,0 +1,1 @@
+"""Model backends behind one protocol (``base.Model``); heavy libraries load only inside each."""

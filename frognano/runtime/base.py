@@ -1,0 +1,101 @@
+"""The model protocol: chat messages and tool schemas in; text, token ids and counts out.
+
+Backends (``mlx.py``, ``torch.py``, ``http.py``, ``replay.py``) implement ``Model``;
+``load_model`` turns a ``SPEC`` from the command line (``mlx:PATH_OR_ID``,
+``torch:PATH_OR_ID``, ``openai:MODEL@BASE_URL``, or ``replay:EPISODE.json`` to replay a
+recorded episode) into one, importing only the backend it names.  The runtime knows nothing of
+tests or repairs (DESIGN.md §1).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from ..errors import UsageError
+
+Message = dict[str, Any]  # {"role": "system"|"user"|"assistant"|"tool", "content": str, ...}
+ToolSchema = dict[str, Any]  # OpenAI-style {"type": "function", "function": {"name", "description", "parameters"}}
+
+
+class ModelError(UsageError):
+    """A model that cannot be loaded or reached (bad path, not a model, dead endpoint): exit 2."""
+
+
+@dataclass
+class Sampling:
+    """Decoding settings; every field has a default."""
+
+    temperature: float = 0.0  # 0: greedy
+    top_p: float = 1.0
+    max_tokens: int = 512  # new tokens per turn
+    seed: int | None = None
+    stop: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.temperature < 0:
+            raise UsageError(f"temperature must not be negative, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise UsageError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.max_tokens < 1:
+            raise UsageError(f"max_tokens must be at least 1, got {self.max_tokens}")
+
+
+@dataclass
+class Generation:
+    text: str
+    token_ids: list[int] = field(default_factory=list)
+    finish_reason: str = "stop"  # "stop" | "length" | "cancelled"
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+@runtime_checkable
+class Model(Protocol):
+    """A chat model.  ``generate`` is called once per assistant turn of an episode."""
+
+    name: str
+
+    def generate(
+        self,
+        messages: list[Message],
+        tools: list[ToolSchema] | None = None,
+        sampling: Sampling | None = None,
+        *,
+        on_text: Callable[[str], None] | None = None,  # streaming: called with each new piece of text
+        cancel: threading.Event | None = None,  # set -> stop soon with finish_reason "cancelled"
+        constrain: bool = True,  # in-process backends: only well-formed tool calls can be sampled
+    ) -> Generation: ...
+
+    def close(self) -> None: ...
+
+
+def parse_spec(spec: str) -> tuple[str, str]:
+    """``"mlx:path"`` -> ``("mlx", "path")``; a clear error for anything else."""
+    kind, sep, rest = spec.partition(":")
+    if not sep or kind not in ("mlx", "torch", "openai", "replay") or not rest:
+        raise UsageError(f"--model {spec!r}: expected mlx:PATH_OR_ID, torch:PATH_OR_ID, "
+                         "openai:MODEL@BASE_URL or replay:EPISODE.json")
+    return kind, rest
+
+
+def load_model(spec: str, **options: Any) -> Model:
+    """Load the model a ``SPEC`` names; only that backend's libraries are imported."""
+    kind, rest = parse_spec(spec)
+    if kind == "mlx":
+        from .mlx import MLXModel
+
+        return MLXModel.load(rest, **options)
+    if kind == "torch":
+        from .torch import TorchModel
+
+        return TorchModel.load(rest, **options)
+    if kind == "replay":
+        from .replay import ReplayModel
+
+        return ReplayModel.load(rest)
+    from .http import OpenAIModel
+
+    return OpenAIModel.from_spec(rest, **options)

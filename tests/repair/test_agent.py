@@ -1,0 +1,197 @@
+"""Model episodes end to end with replayed (scripted) models: fixes, garbage, confinement."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from frognano.config import Settings
+from frognano.repair.engine import Engine
+from frognano.repair.harness import ToolCall, parse_tool_call, render_tool_call
+from frognano.runtime.replay import ReplayModel
+from frognano.sandbox.workspace import Workspace
+
+from ..conftest import snapshot, write_project
+
+NO_SEARCH = {"max_candidates": 0, "max_pairs": 0}
+
+
+def call(name: str, **arguments) -> str:
+    return render_tool_call(ToolCall(name, arguments))
+
+
+def fix_with(project, replies, **settings):
+    settings = {**NO_SEARCH, "episodes": 1, **settings}
+    with Workspace(project) as ws, Engine(ws, Settings(**settings), model=ReplayModel(replies)) as engine:
+        return engine.fix()
+
+
+SCRIPTS = {
+    "calc": ("calc/stats.py", "return age > 18", "return age >= 18"),
+    "inventory": ("inventory/ledger.py", "range(first_day, last_day)", "range(first_day, last_day + 1)"),
+    "shapes": ("src/shapes/geometry.py", "self.width * self.width", "self.width * self.height"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCRIPTS))
+def test_scripted_model_fixes_each_example(example, name):
+    project = example(name)
+    before = snapshot(project)
+    path, old, new = SCRIPTS[name]
+    report = fix_with(project, [
+        call("read", path=path),
+        call("search", pattern=old.split("(")[0].split(" ")[0]),
+        call("edit", path=path, old=old, new=new),
+        call("run_tests"),
+        call("submit"),
+    ])
+    assert report.status == "fixed", report.message
+    assert report.fix.source == "model"
+    assert report.exit_code == 0
+    (episode,) = report.episodes
+    assert episode.status == "submitted" and episode.malformed == 0 and len(episode.turns) == 5
+    assert "passed, 0 failed" in episode.turns[3].result
+    assert snapshot(project) == before, "episodes work in the shadow only"
+    record = json.loads(episode.record.read_text())
+    assert record["status"] == "submitted"
+    assert [m["role"] for m in record["messages"][:3]] == ["system", "user", "assistant"]
+    assert "failing test" in record["messages"][1]["content"]
+    assert all("prompt_tokens" in t and "completion_tokens" in t for t in record["turns"])
+    assert record["patch"].startswith("--- a/")
+
+
+NEEDS_A_NEW_LINE = {
+    "words.py": """
+        def normalize(words):
+            \"\"\"Lower-cased words in alphabetical order.\"\"\"
+            result = []
+            for w in words:
+                result.append(w.lower())
+            return result
+    """,
+    "tests/test_words.py": """
+        from words import normalize
+
+        def test_sorted():
+            assert normalize(["b", "A", "c"]) == ["a", "b", "c"]
+
+        def test_empty():
+            assert normalize([]) == []
+    """,
+}
+
+
+def test_model_fixes_what_operators_cannot(make_project):
+    project = make_project(NEEDS_A_NEW_LINE)
+    report = fix_with(project, [
+        call("candidates"),
+        call("edit", path="words.py", old="    return result", new="    result.sort()\n    return result"),
+        call("run_tests", selection=["all"]),
+        call("submit"),
+    ], max_candidates=400, max_pairs=20)
+    assert report.search.tried > 0, "the operator search ran first"
+    assert report.status == "fixed" and report.fix.source == "model"
+    assert "+    result.sort()" in report.fix.patch.diff()
+    assert report.fix.verified.pass_to_pass == 1
+
+
+def test_candidates_and_apply_tools(example):
+    project = example("calc")
+    # A search budget too small to reach the fix leaves it among the untried candidates.
+    with Workspace(project) as ws, Engine(ws, Settings(max_candidates=1, max_pairs=0, episodes=1),
+                                          model=ReplayModel([call("candidates"), call("candidates")])) as engine:
+        report = engine.fix()
+    listing = report.episodes[0].turns[0].result
+    assert "1. calc/stats.py:15" in listing
+    n = next(int(line.split(".")[0]) for line in listing.splitlines() if "`>` -> `>=`" in line)
+    report = fix_with(project, [call("candidates"), call("apply", n=n), call("run_tests"), call("submit")],
+                      max_candidates=1)
+    assert report.status == "fixed" and report.fix.source == "model"
+
+
+def test_garbage_model_ends_cleanly_unfixed(example):
+    project = example("calc")
+    garbage = ["lorem ipsum", "<tool_call>{not json</tool_call>", '<tool_call>{"name": "rm", "arguments": {}}</tool_call>',
+               '<tool_call>{"name": "read", "arguments": {"path": 3}}</tool_call>'] * 5
+    report = fix_with(project, garbage, max_turns=8)
+    assert report.status == "unfixed" and report.exit_code == 1
+    (episode,) = report.episodes
+    assert episode.status == "turn_budget" and episode.malformed == 8
+    replies = [t.result for t in episode.turns]
+    assert replies[0].startswith("error: no tool call found")
+    assert "not valid JSON" in replies[1] and "unknown tool 'rm'" in replies[2] and "path must be a string" in replies[3]
+
+
+def test_a_looping_model_is_stopped(example):
+    report = fix_with(example("calc"), [call("read", path="calc/stats.py")] * 10)
+    assert report.episodes[0].status == "looping" and len(report.episodes[0].turns) == 3
+
+
+def test_token_budget(example):
+    report = fix_with(example("calc"), [call("read", path="calc/stats.py", start=i) for i in range(1, 10)],
+                      max_episode_tokens=50)
+    assert report.episodes[0].status == "token_budget"
+
+
+def test_the_model_cannot_read_or_edit_outside_the_project(tmp_path):
+    outside = write_project(tmp_path / "outside", {"secret.py": "TOKEN = 'hunter2'\n"})
+    project = write_project(tmp_path / "proj", {
+        "m.py": "def one():\n    return 2\n",
+        "tests/test_m.py": "from m import one\n\ndef test_one():\n    assert one() == 1\n",
+    })
+    os.symlink(outside / "secret.py", project / "link.py")
+    before = snapshot(outside)
+    attempts = [
+        call("read", path="../outside/secret.py"),
+        call("read", path=str(outside / "secret.py")),
+        call("read", path="link.py"),
+        call("edit", path="../outside/secret.py", old="hunter2", new="pwned"),
+        call("edit", path="link.py", old="hunter2", new="pwned"),
+        call("search", pattern="hunter2", path="../outside/secret.py"),
+        call("run_tests", selection=["../outside/secret.py"]),
+        call("edit", path="m.py", old="return 2", new="return (1"),
+        call("edit", path="m.py", old="return", new="yield"),
+        call("submit"),
+    ]
+    report = fix_with(project, attempts)
+    results = [t.result for t in report.episodes[0].turns]
+    assert all(r.startswith("error:") for r in results[:7]), results
+    assert not any("hunter2" in r for r in results)
+    assert "break the syntax" in results[7]
+    assert report.episodes[0].status == "submitted"  # the last edit (return -> yield) was allowed
+    assert report.status == "unfixed"
+    assert snapshot(outside) == before
+
+
+def test_cli_with_a_replayed_episode(example, tmp_path):
+    project = example("calc")
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([
+        call("edit", path="calc/stats.py", old="age > 18", new="age >= 18"), call("submit"),
+    ]))
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text() + "\n[tool.frognano]\nmax_candidates = 0\nmax_pairs = 0\n")
+    proc = subprocess.run([sys.executable, "-m", "frognano", "fix", str(project), "--model", f"replay:{script}",
+                           "--episodes", "1", "--json"], capture_output=True, text=True, timeout=300)
+    out = json.loads(proc.stdout)
+    assert proc.returncode == 0, proc.stderr
+    assert out["fix"]["source"] == "model" and out["episodes"][0]["status"] == "submitted"
+    record = out["episodes"][0]["record"]
+    # The record replays: the same episode again from its own file.
+    again = subprocess.run([sys.executable, "-m", "frognano", "fix", str(project), "--model", f"replay:{record}",
+                            "--episodes", "1", "--json"], capture_output=True, text=True, timeout=300)
+    assert json.loads(again.stdout)["fix"]["diff"] == out["fix"]["diff"]
+
+    bad = subprocess.run([sys.executable, "-m", "frognano", "fix", str(project), "--model", "nonsense"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "expected mlx:PATH_OR_ID" in bad.stderr
+
+
+def test_parse_tool_call_accepts_the_qwen_form():
+    text = 'thinking...\n<tool_call>\n{"name": "read", "arguments": {"path": "a.py", "start": 3}}\n</tool_call>'
+    assert parse_tool_call(text) == ToolCall("read", {"path": "a.py", "start": 3})
+    assert parse_tool_call(call("submit")) == ToolCall("submit", {})
