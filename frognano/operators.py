@@ -6,10 +6,12 @@ original source, so formatting outside the edit is untouched and every mutation 
 inverse (swap ``old`` and ``new``).  Repair applies mutations at suspicious lines to look for a
 fix; synthesis applies them to inject a bug and records the inverse as the reference fix.
 
-Cost model: :func:`mutations` parses once, resolves positions once, and for each site regenerates
-only the smallest enclosing statement (not the module), then strips the common prefix/suffix of
-the old and new statement text.  ``lines=`` / ``functions=`` / ``operators=`` filters run before
-any text is generated, so repair pays only for the sites it asks about.
+Cost model: :func:`mutations` parses once and resolves positions once.  A site that swaps one
+expression for another (most of them) renders just the two expressions and splices; any other
+site re-renders only its smallest enclosing statement (never the module) and strips the common
+prefix/suffix of the old and new statement text.  Every result is syntax-checked with ``ast`` on
+the enclosing statement's lines.  ``lines=`` / ``functions=`` / ``operators=`` filters run before
+any text is generated (``lines=`` skips whole functions), so repair pays only for what it asks.
 
 Scope: top-level functions and methods of top-level classes; nested functions and lambdas are
 covered by their enclosing function's walk.  Decorators, parameter lists and annotations are not
@@ -285,8 +287,11 @@ class FunctionContext:
             return new.with_changes(lpar=(*old.lpar, *new.lpar), rpar=(*new.rpar, *old.rpar))
         if new.lpar:
             return new
-        if _prec(new) <= _min_prec(self.parents.get(old), old):
+        parent = self.parents.get(old)
+        if _prec(new) <= _min_prec(parent, old):
             return _parenthesize(new)
+        if isinstance(parent, cst.Attribute) and isinstance(new, (cst.Integer, cst.Float, cst.Imaginary)):
+            return _parenthesize(new)  # `1.real` is a float literal's syntax error
         before, after = self.prepared.neighbours(old)
         if _is_word(before) or _is_word(after):
             text = self.module.code_for_node(new)
@@ -521,7 +526,9 @@ class _Prepared:
         last = site.last or first
         line = self.positions[first].start.line
         end_line = max(line, self.positions[last].end.line)
-        made = self._splice_expression(ctx, old, new) or self._render_region(ctx, old, new)
+        made = self._splice_expression(ctx, old, new)
+        if made is _NOT_APPLICABLE:
+            made = self._render_region(ctx, old, new)
         if made is None:
             return None
         start, old_span, new_span = made
@@ -531,21 +538,22 @@ class _Prepared:
                         site.description)
 
     def _splice_expression(self, ctx: FunctionContext, old: cst.CSTNode, new: cst.CSTNode
-                           ) -> tuple[int, str, str] | None:
+                           ) -> tuple[int, str, str] | None | object:
         """Fast path for the common case, one expression replaced by another.
 
         When `old` renders standalone exactly as it reads in the file (no continuation lines
         indented by context), so does its replacement, so rendering the two expressions is
         enough; the syntax check parses the source lines of the enclosing statement with the
-        new text spliced in.  None when the fast path does not apply.
+        new text spliced in.  Returns the span, None for a rejected site (no change, broken
+        syntax), or _NOT_APPLICABLE.
         """
         if not (isinstance(old, cst.BaseExpression) and isinstance(new, cst.BaseExpression)):
-            return None
+            return _NOT_APPLICABLE
         start, end = self.expression_bounds(old)
         code = self.module.code_for_node
         old_code = code(old)
         if self.vsource[start:end] != old_code:
-            return None
+            return _NOT_APPLICABLE
         new_code = code(new)
         if new_code == old_code:
             return None
@@ -599,6 +607,9 @@ class _Prepared:
             return None
         p, old_span, new_span = _minimal_span(old_text, new_text)
         return offset + p, old_span, new_span
+
+
+_NOT_APPLICABLE = object()
 
 
 def _replace_path(parents: Mapping, top: cst.CSTNode, old: cst.CSTNode, new: cst.CSTNode
@@ -1299,6 +1310,9 @@ def iter_sites(prepared: _Prepared, *, lines: Collection[int] | None = None,
     for qualname, fn, class_info in prepared.function_defs():
         if func_set is not None and qualname not in func_set:
             continue
+        if line_set is not None and not any(
+                prepared.start_line(fn) <= ln <= prepared.positions[fn].end.line for ln in line_set):
+            continue  # every site lies inside its function: skip the walk entirely
         ctx = FunctionContext(prepared, fn, qualname, class_info)
         for name in names:
             op = CATALOGUE[name]
