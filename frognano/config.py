@@ -40,13 +40,14 @@ class Settings:
     max_turns: int = field(default=16, metadata={"help": "assistant turns per episode"})
     max_episode_tokens: int = field(default=16384, metadata={"help": "prompt + completion tokens per episode"})
     temperature: float = field(default=0.0, metadata={"help": "sampling temperature of the model (0: greedy)"})
+    max_new_tokens: int = field(default=512, metadata={"help": "tokens the model may generate per turn"})
     constrain: bool = field(default=True, metadata={"help": "constrain in-process models to well-formed tool calls"})
 
     def __post_init__(self) -> None:
         for name in ("timeout", "collect_timeout", "search_seconds", "candidate_timeout_factor"):
             if getattr(self, name) <= 0:
                 raise UsageError(f"{name} must be positive, got {getattr(self, name)}")
-        for name in ("fsize_mb", "max_locations", "max_turns", "max_episode_tokens"):
+        for name in ("fsize_mb", "max_locations", "max_turns", "max_episode_tokens", "max_new_tokens"):
             if getattr(self, name) < 1:
                 raise UsageError(f"{name} must be at least 1, got {getattr(self, name)}")
         for name in ("max_candidates", "max_pairs", "episodes", "temperature"):

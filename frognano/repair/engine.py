@@ -240,7 +240,8 @@ class Engine:
             # Greedy decoding would repeat the first episode exactly; later ones sample.
             temperature = s.temperature if i == 0 or s.temperature > 0 else 0.7
             config = EpisodeConfig(max_turns=s.max_turns, max_tokens=s.max_episode_tokens,
-                                   constrain=s.constrain, sampling=Sampling(temperature=temperature, seed=i))
+                                   constrain=s.constrain,
+                                   sampling=Sampling(temperature=temperature, seed=i, max_tokens=s.max_new_tokens))
             toolbox = ToolBox(self.ws, self.runner, list(report.failing), _candidate_infos(search),
                               timeouts=verifier.timeouts)
             self.progress.phase(f"model episode {i + 1} of {s.episodes}")

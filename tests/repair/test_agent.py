@@ -195,3 +195,20 @@ def test_parse_tool_call_accepts_the_qwen_form():
     text = 'thinking...\n<tool_call>\n{"name": "read", "arguments": {"path": "a.py", "start": 3}}\n</tool_call>'
     assert parse_tool_call(text) == ToolCall("read", {"path": "a.py", "start": 3})
     assert parse_tool_call(call("submit")) == ToolCall("submit", {})
+
+
+def test_dead_endpoint_is_exit_2_with_a_clear_message(example):
+    import socket
+
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    project = example("calc")
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text() + "\n[tool.frognano]\nmax_candidates = 0\nmax_pairs = 0\n")
+    proc = subprocess.run([sys.executable, "-m", "frognano", "fix", str(project), "--model",
+                           f"openai:tiny@http://127.0.0.1:{port}/v1", "--episodes", "1"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and f"127.0.0.1:{port}" in errors[0] and "connection refused" in errors[0]
