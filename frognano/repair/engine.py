@@ -107,6 +107,7 @@ class Engine:
         self.progress = progress or _Silent()
         self._runner: TestRunner | None = None
         self._model = model
+        self._owns_model = False  # a model passed in belongs to the caller, who closes it
         self.notes: list[str] = []
 
     @property
@@ -117,6 +118,7 @@ class Engine:
 
             self.progress.phase(f"loading {self.settings.model}")
             self._model = load_model(self.settings.model)
+            self._owns_model = True
         return self._model
 
     @property
@@ -129,7 +131,7 @@ class Engine:
         if self._runner is not None:
             self._runner.close()
             self._runner = None
-        if self._model is not None:
+        if self._model is not None and self._owns_model:
             self._model.close()
             self._model = None
 

@@ -294,8 +294,11 @@ class ToolBox:
             if any(".." in s or s.startswith("/") for s in wanted):
                 raise ToolError("test ids are relative to the project, like tests/test_x.py::test_y")
         changed = {rel: t for rel, t in self.texts.items() if t != self.originals.get(rel)}
-        with self.ws.edited(changed):
-            run = self.runner.run(wanted, timeouts=self.timeouts)
+        try:
+            with self.ws.edited(changed):
+                run = self.runner.run(wanted, timeouts=self.timeouts)
+        except (FrogNanoError, OSError) as exc:
+            raise ToolError(f"the tests could not run: {exc}") from None
         self.test_runs += 1
         if run.collect_errors:
             return ToolResult(_bounded("collection error: " + run.collect_errors[0].summary))
