@@ -179,7 +179,7 @@ class OpenAIModel:
             return Generation("", finish_reason="cancelled")
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": messages,
+            "messages": _wire_messages(messages),
             "temperature": sampling.temperature,
             "top_p": sampling.top_p,
             "max_tokens": sampling.max_tokens,
@@ -596,3 +596,17 @@ def _retry_after(value: str | None) -> float | None:
 
 def _one_line(value: Any) -> str:
     return " ".join(str(value).split())
+
+
+def _wire_messages(messages: list[Message]) -> list[Message]:
+    """Tool results as user turns wrapped in ``<tool_response>``.
+
+    The harness speaks tool calls as text, so its tool messages carry no ``tool_call_id``,
+    which strict servers (vLLM) reject.  Qwen's own chat template renders a tool message as
+    exactly this user turn, so for the models the harness targets the prompt is unchanged.
+    """
+    return [
+        {"role": "user", "content": f"<tool_response>\n{m.get('content', '')}\n</tool_response>"}
+        if m.get("role") == "tool" else m
+        for m in messages
+    ]
