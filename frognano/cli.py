@@ -136,5 +136,10 @@ def undo(path: Path, force: bool) -> None:
     click.echo(f"restored {', '.join(result.files)}")
 
 
+from .cli_models import export_command, model_group  # noqa: E402 - light: click only
+
+main.add_command(model_group)
+main.add_command(export_command)
+
 if __name__ == "__main__":  # pragma: no cover
     main()
