@@ -244,7 +244,7 @@ class ToolBox:
                 break
         if not hits:
             return ToolResult("no matches")
-        more = f"\n... more matches; narrow the pattern" if len(hits) > 30 else ""
+        more = "\n... more matches; narrow the pattern" if len(hits) > 30 else ""
         return ToolResult(_bounded("\n".join(hits[:30]) + more))
 
     def _replace(self, rel: str, new_text: str) -> ToolResult:

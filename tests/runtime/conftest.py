@@ -3,6 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -102,3 +110,52 @@ def constrained(model):
     """``model``, where xgrammar (needed for constrained tool calls) is installed."""
     pytest.importorskip("xgrammar")
     return model
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def mlx_server(tmp_path_factory, tiny_mlx) -> Iterator[tuple[str, str]]:
+    """``(base_url, model id)`` of a real mlx_lm.server serving a tiny random model; stopped afterwards."""
+    pytest.importorskip("mlx_lm")
+    root = tmp_path_factory.mktemp("mlx-server")
+    model = Path(tiny_mlx).resolve()
+    hf_home = root / "hf"
+    (hf_home / "hub").mkdir(parents=True)  # an empty cache: /v1/models lists only our model
+    port = free_port()
+    env = dict(os.environ, HF_HOME=str(hf_home), HF_HUB_CACHE=str(hf_home / "hub"), HF_HUB_OFFLINE="1",
+               TRANSFORMERS_OFFLINE="1", HF_HUB_DISABLE_TELEMETRY="1")
+    log_path = root / "server.log"
+    url = f"http://127.0.0.1:{port}/v1"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "mlx_lm", "server", "--model", str(model), "--host", "127.0.0.1",
+             "--port", str(port), "--max-tokens", "64"],
+            stdout=log, stderr=subprocess.STDOUT, env=env,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"mlx_lm.server exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(f"{url}/models", timeout=2) as resp:
+                    if resp.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"mlx_lm.server did not answer {url}/models within 60 s:\n{log_path.read_text()[-3000:]}")
+            time.sleep(0.2)
+        yield url, str(model)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)

@@ -8,17 +8,11 @@ end.  Every server is started on a free localhost port and stopped in a ``finall
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
 import threading
 import time
-import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,14 +20,10 @@ import pytest
 from frognano.runtime.base import Model, ModelError, Sampling, load_model
 from frognano.runtime.http import DEFAULT_BASE_URL, OpenAIModel, split_spec
 
+from .conftest import free_port
+
 USER = [{"role": "user", "content": "Fix the failing test."}]
 FAST = {"retries": 2, "backoff": 0.01}  # keeps retry tests quick
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # -- a scripted stub server ----------------------------------------------------------------------
@@ -427,56 +417,6 @@ def test_cancel_interrupts_the_backoff():
 
 
 # -- a real mlx_lm.server ------------------------------------------------------------------------
-
-
-def _tiny_mlx_model(out: Path) -> Path:
-    from frognano.runtime.tiny import build_tiny
-
-    path = build_tiny(out, "mlx")
-    return Path(path if path is not None else out)
-
-
-@pytest.fixture(scope="module")
-def mlx_server(tmp_path_factory) -> Iterator[tuple[str, str]]:
-    """``(base_url, model id)`` of a real mlx_lm.server serving a tiny random model; stopped afterwards."""
-    pytest.importorskip("mlx_lm")
-    root = tmp_path_factory.mktemp("mlx-server")
-    model = _tiny_mlx_model(root / "model").resolve()
-    hf_home = root / "hf"
-    (hf_home / "hub").mkdir(parents=True)  # an empty cache: /v1/models lists only our model
-    port = free_port()
-    env = dict(os.environ, HF_HOME=str(hf_home), HF_HUB_CACHE=str(hf_home / "hub"), HF_HUB_OFFLINE="1",
-               TRANSFORMERS_OFFLINE="1", HF_HUB_DISABLE_TELEMETRY="1")
-    log_path = root / "server.log"
-    url = f"http://127.0.0.1:{port}/v1"
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "mlx_lm", "server", "--model", str(model), "--host", "127.0.0.1",
-             "--port", str(port), "--max-tokens", "64"],
-            stdout=log, stderr=subprocess.STDOUT, env=env,
-        )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"mlx_lm.server exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(f"{url}/models", timeout=2) as resp:
-                    if resp.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"mlx_lm.server did not answer {url}/models within 60 s:\n{log_path.read_text()[-3000:]}")
-            time.sleep(0.2)
-        yield url, str(model)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
 
 
 @pytest.mark.slow
