@@ -136,6 +136,53 @@ def undo(path: Path, force: bool) -> None:
     click.echo(f"restored {', '.join(result.files)}")
 
 
+@main.command()
+@click.option("-v", "--verbose", count=True, help="Log to stderr what the server does (-vv for debug).")
+def serve(verbose: int) -> None:
+    """Run the language server over stdio (started by the VS Code and Neovim clients).
+
+    Failing tests become diagnostics, verified fixes become code actions.  Settings come from
+    the client (initializationOptions and workspace/configuration, section "frognano"), over
+    [tool.frognano] in the project's pyproject.toml.  The server listens on no port.
+    """
+    # stdout is the protocol: logging must go to stderr only.
+    logging.basicConfig(level=logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG,
+                        stream=sys.stderr, format="frognano: %(levelname)s %(name)s: %(message)s", force=True)
+    from .server.app import run_stdio
+
+    run_stdio()
+
+
+@main.command()
+@click.argument("path", default=".", type=click.Path(path_type=Path))
+@click.option("--model", metavar="SPEC", help="Model SPEC for episodes after the operator search (as for fix).")
+@click.option("--apply", "apply_", is_flag=True,
+              help="Write verified fixes, only when the files still match what the fix was computed on.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+              help="Seconds a test may run before it counts as hanging (default 30).")
+@click.option("-v", "--verbose", count=True, help="Log what happens (-vv for debug detail).")
+def watch(path: Path, model: str | None, apply_: bool, timeout: float | None, verbose: int) -> None:
+    """Watch PATH: on every change run the affected tests, and on failure find a verified fix.
+
+    Changes are debounced; .git, virtualenvs, caches and FrogNano's shadow copy are ignored.
+    With --apply a fix is written only if the files still match what it was computed on (an
+    undo copy is kept, `frognano undo` restores it), so an edit you make meanwhile is never
+    overwritten.  Ctrl-C stops.
+    """
+    _setup_logging(verbose)
+    from .config import load_settings
+    from .sandbox.workspace import Workspace
+    from .watch import watch as run_watch
+
+    try:
+        ws = Workspace(path)
+        settings = load_settings(ws.root, {"timeout": timeout, "model": model})
+    except FrogNanoError as exc:
+        _fail(str(exc), exc.exit_code)
+        return
+    sys.exit(run_watch(ws, settings, apply=apply_))
+
+
 from .cli_models import export_command, model_group  # noqa: E402 - light: click only
 
 main.add_command(model_group)
