@@ -308,3 +308,15 @@ def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
         if a[i] != b[i]:
             return i
     return n
+
+
+def reusable_prefix(cached: Sequence[int], prompt: Sequence[int], trim: Callable[[int], bool]) -> int:
+    """How many leading tokens of ``prompt`` a KV cache holding ``cached`` can keep (0: start anew).
+
+    ``trim(n)`` drops the last ``n`` tokens from the cache and says whether it could.  The last
+    prompt token is always fed again: its logits start the reply.
+    """
+    keep = min(common_prefix_len(cached, prompt), len(prompt) - 1)
+    if 0 < keep < len(cached) and not trim(len(cached) - keep):
+        return 0
+    return max(keep, 0)

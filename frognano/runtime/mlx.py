@@ -21,7 +21,7 @@ from mlx_lm.sample_utils import make_sampler
 
 from ..errors import UsageError
 from .base import Generation, Message, ModelError, Sampling, ToolSchema
-from .constrain import TextStream, ToolCallGrammar, common_prefix_len, end_of_turn_ids, one_line, resolve_model_path
+from .constrain import TextStream, ToolCallGrammar, end_of_turn_ids, one_line, resolve_model_path, reusable_prefix
 
 
 class MLXModel:
@@ -93,13 +93,14 @@ class MLXModel:
 
     def _prepare_cache(self, prompt: list[int]) -> list[int]:
         """Make the cache hold a prefix of ``prompt``; return the tokens still to feed."""
-        keep = common_prefix_len(self._cached, prompt) if self.cache_prompt and self._cache is not None else 0
-        keep = min(keep, len(prompt) - 1)  # the last prompt token must be fed to get logits
-        if keep > 0 and keep < len(self._cached):
-            if can_trim_prompt_cache(self._cache):
-                trim_prompt_cache(self._cache, len(self._cached) - keep)
-            else:
-                keep = 0
+        def trim(n: int) -> bool:
+            if not can_trim_prompt_cache(self._cache):
+                return False
+            trim_prompt_cache(self._cache, n)
+            return True
+
+        usable = self.cache_prompt and self._cache is not None
+        keep = reusable_prefix(self._cached, prompt, trim) if usable else 0
         if keep <= 0:
             self._cache = make_prompt_cache(self.model, max_kv_size=self.max_kv_size)
             keep = 0

@@ -18,7 +18,7 @@ import torch
 
 from ..errors import UsageError
 from .base import Generation, Message, ModelError, Sampling, ToolSchema
-from .constrain import TextStream, ToolCallGrammar, common_prefix_len, end_of_turn_ids, one_line, resolve_model_path
+from .constrain import TextStream, ToolCallGrammar, end_of_turn_ids, one_line, resolve_model_path, reusable_prefix
 
 
 def pick_device(device: str | None = None) -> torch.device:
@@ -173,13 +173,14 @@ class TorchModel:
             return DynamicCache()
 
     def _prepare_cache(self, prompt: list[int]) -> list[int]:
-        keep = common_prefix_len(self._cached, prompt) if self.cache_prompt and self._cache is not None else 0
-        keep = min(keep, len(prompt) - 1)
-        if keep > 0 and keep < len(self._cached):
-            if hasattr(self._cache, "crop"):
-                self._cache.crop(keep - len(self._cached))  # negative: drop that many (4.x and 5.x agree)
-            else:
-                keep = 0
+        def trim(n: int) -> bool:
+            if not hasattr(self._cache, "crop"):
+                return False
+            self._cache.crop(-n)  # negative: drop that many (4.x and 5.x agree)
+            return True
+
+        usable = self.cache_prompt and self._cache is not None
+        keep = reusable_prefix(self._cached, prompt, trim) if usable else 0
         if keep <= 0:
             self._cache, keep = self._new_cache(), 0
         self._cached = list(prompt[:keep])
