@@ -182,10 +182,39 @@ class Engine:
         locations = localize(run, coverage, self._read, limit=max(20, self.settings.max_locations))
         return Diagnosis(run, coverage, locations)
 
-    def fix(self, k: str | None = None, cancel: threading.Event | None = None) -> FixReport:
-        """The whole path: diagnose, search, confirm.  Errors become an ``error`` report."""
+    def diagnose_affected(self, previous: Diagnosis, nodeids: list[str]) -> tuple[Diagnosis, RunResult]:
+        """Watch mode's incremental run: only ``nodeids`` run (with coverage), merged into ``previous``.
+
+        The other tests keep their results and coverage: none of the files they ran changed.
+        Returns the merged diagnosis and the run of ``nodeids`` alone.  When a selected test is
+        gone or the selection does not collect (ids that came from data that changed), the
+        whole suite runs instead, as ``diagnose`` does.
+        """
+        self.sync()
+        if not nodeids:  # an empty selection would make pytest run everything
+            return previous, RunResult()
+        self.progress.phase("running the affected tests")
+        run = self.runner.run(nodeids, coverage=True)
+        if run.collect_errors or run.exitstatus == 4 or any(n not in run.tests for n in nodeids):
+            diagnosis = self.diagnose()
+            return diagnosis, diagnosis.run
+        merged = RunResult()
+        merged.merge(previous.run)
+        merged.merge(run)
+        merged.duration, merged.warm = run.duration, run.warm
+        coverage = CoverageMap({**previous.coverage.by_test, **CoverageMap.from_run(run).by_test})
+        locations = localize(merged, coverage, self._read, limit=max(20, self.settings.max_locations))
+        return Diagnosis(merged, coverage, locations), run
+
+    def fix(self, k: str | None = None, cancel: threading.Event | None = None, *,
+            diagnosis: Diagnosis | None = None) -> FixReport:
+        """The whole path: diagnose, search, confirm.  Errors become an ``error`` report.
+
+        A ``diagnosis`` from ``diagnose_affected`` (watch mode) is used instead of running the
+        suite again.
+        """
         try:
-            diagnosis = self.diagnose(k)
+            diagnosis = self.diagnose(k) if diagnosis is None else diagnosis
         except FrogNanoError as exc:
             return FixReport("error", message=str(exc), notes=self.notes, exit_code=exc.exit_code)
         failing = diagnosis.failing

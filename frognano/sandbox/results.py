@@ -73,6 +73,7 @@ class RunResult:
     duration: float = 0.0
     warm: bool = False
     log_tail: str = ""
+    cancelled: bool = False  # stopped by the caller's cancel event: results are partial
 
     @property
     def failing(self) -> list[str]:

@@ -19,6 +19,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -99,7 +100,8 @@ class _Watch:
         self.buffer = b""
         self.current: str | None = None
         self.since = time.monotonic()
-        self.killed = False  # set when the controller killed the run for hanging
+        self.killed = False  # set when the controller killed the run for hanging (or cancelled it)
+        self.cancel: threading.Event | None = None
 
     def poll(self) -> None:
         try:
@@ -123,6 +125,8 @@ class _Watch:
                 self.current, self.since = None, time.monotonic()
 
     def overdue(self) -> bool:
+        if self.cancel is not None and self.cancel.is_set():
+            return True  # the caller gave up on this run: kill it like a hung one
         self.poll()
         if self.current is None:
             limit = self.collect_timeout
@@ -149,6 +153,9 @@ class TestRunner:
         self._server_failed = not self.config.warm
         self.warm_reason = "disabled" if not self.config.warm else ""
         self.runs = 0
+        # Set by the caller (the engine during a fix, the language server on a new save): a run
+        # in flight is killed as soon as it is set, and its result comes back marked cancelled.
+        self.cancel: threading.Event | None = None
 
     # -- public ---------------------------------------------------------------------------
     @property
@@ -162,14 +169,26 @@ class TestRunner:
         args: Sequence[str] = (),
         coverage: bool = False,
         timeouts: dict[str, float] | None = None,
+        cancel: threading.Event | None = None,
     ) -> RunResult:
-        """Run ``nodeids`` (all tests when None) and return every test's structured result."""
+        """Run ``nodeids`` (all tests when None) and return every test's structured result.
+
+        ``cancel`` (default: ``self.cancel``) kills the run in flight when set; the result then
+        has ``cancelled`` set and holds only the tests that finished.
+        """
         started = time.monotonic()
         total = RunResult()
+        cancel = cancel if cancel is not None else self.cancel
+        if cancel is not None and cancel.is_set():
+            total.cancelled = True
+            return total
         pending = list(nodeids) if nodeids is not None else None
         for _ in range(_MAX_RELAUNCHES):
-            part, running, killed, code = self._run_once(pending, args, coverage, timeouts or {})
+            part, running, killed, code = self._run_once(pending, args, coverage, timeouts or {}, cancel)
             total.merge(part)
+            if cancel is not None and cancel.is_set():
+                total.cancelled = True  # the killed test is not a timeout or a crash: no verdict
+                break
             if running is not None:
                 outcome = "timeout" if killed else "crashed"
                 limit = (timeouts or {}).get(running, self.config.timeout)
@@ -190,7 +209,7 @@ class TestRunner:
             log.info("relaunching %d remaining tests after %s", len(pending), running or "a kill")
         total.duration = time.monotonic() - started
         total.warm = self.warm
-        if not total.tests and not total.collect_errors and total.exitstatus is None:
+        if not total.tests and not total.collect_errors and total.exitstatus is None and not total.cancelled:
             raise ProjectError(self._startup_failure())
         return total
 
@@ -241,9 +260,10 @@ class TestRunner:
                        "cpu_seconds": cpu},
         }
 
-    def _run_once(self, nodeids, args, coverage, timeouts):
+    def _run_once(self, nodeids, args, coverage, timeouts, cancel=None):
         req = self._request(nodeids, args, coverage, timeouts)
         watch = _Watch(Path(req["results"]), self.config.timeout, timeouts, self.config.collect_timeout)
+        watch.cancel = cancel
         if not self._server_failed and self._server is None:
             self._start_server()
         self.runs += 1

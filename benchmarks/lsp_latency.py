@@ -1,0 +1,236 @@
+"""Language-server latency: save -> diagnostics against plain pytest, and code-action response time.
+
+What it measures
+    ``save -> diagnostics``  the real ``frognano serve`` over stdio (driven by pytest-lsp's
+                             client, like the editor tests), ``debounceMs: 0``: the time from
+                             sending ``textDocument/didSave`` to receiving the
+                             ``textDocument/publishDiagnostics`` of the failing test's file.
+                             The server runs the tests affected by the saved file (from its
+                             coverage map) in its warm fork server, with per-test coverage, then
+                             localises and converts.  The first save is shown apart (``cold``:
+                             it starts the fork server and has no coverage map yet).  In an
+                             editor the configured debounce (300 ms by default) comes on top: it
+                             is a deliberate wait, not work.
+    ``pytest``               the baseline, measured in the same run on a plain copy of the same
+                             project: ``python -m pytest -q -p no:cacheprovider`` (the same
+                             tests), a new process each time, as a user would run it.  A second
+                             baseline sets ``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1``, so pytest
+                             plugins installed in the environment are not imported at start-up.
+    ``codeAction, fix ready`` once a verified fix is ready, the response time of a
+                             ``textDocument/codeAction`` request at the suspicious line (the reply
+                             carries the fix's versioned WorkspaceEdit), against the round trip
+                             of a ``textDocument/hover`` on a line FrogNano knows nothing about
+                             (transport and JSON only).
+
+Targets: save -> diagnostics <= 1.2x plain pytest; codeAction median < 20 ms.
+
+    .venv/bin/python benchmarks/lsp_latency.py              # 10 saves, 50 code actions per project
+    .venv/bin/python benchmarks/lsp_latency.py --quick      # smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+# (example, file to save, the test file that gets the Error, 0-based suspicious line)
+PROJECTS = {
+    "calc": ("calc/stats.py", "tests/test_stats.py", 14),
+    "shapes": ("src/shapes/geometry.py", "tests/test_geometry.py", 18),
+}
+
+
+@dataclass
+class Row:
+    project: str
+    measure: str
+    n: int
+    median_ms: float
+    p95_ms: float
+    baseline: str
+    baseline_ms: float
+    target: str
+
+    @property
+    def ratio(self) -> float:
+        return self.median_ms / self.baseline_ms if self.baseline_ms else float("nan")
+
+
+def _p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
+
+
+def time_pytest(root: Path, n: int, autoload: bool) -> list[float]:
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    if not autoload:
+        env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    subprocess.run(cmd, cwd=root, env=env, capture_output=True)  # warm-up: page cache
+    times = []
+    for _ in range(n):
+        started = time.perf_counter()
+        proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True)
+        times.append(time.perf_counter() - started)
+        if proc.returncode != 1:  # the examples have one known failing test
+            raise SystemExit(f"pytest exited {proc.returncode} in {root}; the benchmark is broken:\n"
+                             f"{proc.stdout.decode()[-2000:]}")
+    return times
+
+
+async def time_server(root: Path, saved: str, test_file: str, line: int, saves: int, actions: int):
+    from lsprotocol import types
+    from pygls.uris import from_fs_path
+    from pytest_lsp import client_capabilities, make_test_lsp_client
+
+    client = make_test_lsp_client()
+    statuses: list = []
+    client.feature("frognano/status")(lambda params: statuses.append(params))
+    client.feature(types.CLIENT_REGISTER_CAPABILITY)(lambda params: None)  # an editor accepts file watchers
+    await client.start_io(sys.executable, "-m", "frognano", "serve")
+    uri = from_fs_path(str(root / saved))
+    test_uri = from_fs_path(str(root / test_file))
+    try:
+        await client.initialize_session(types.InitializeParams(
+            capabilities=client_capabilities("visual-studio-code"), root_uri=from_fs_path(str(root)),
+            workspace_folders=[types.WorkspaceFolder(uri=from_fs_path(str(root)), name=root.name)],
+            initialization_options={"debounceMs": 0}))
+        client.text_document_did_open(types.DidOpenTextDocumentParams(types.TextDocumentItem(
+            uri=uri, language_id="python", version=1, text=(root / saved).read_text())))
+
+        # Stamp the publishDiagnostics of the test file when the client reads it (no polling:
+        # a busy client would steal the CPU the server and its test run need).
+        arrived: dict = {}
+        published = asyncio.Event()
+        default = client.protocol.fm.features[types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS]
+
+        def on_publish(params: types.PublishDiagnosticsParams) -> None:
+            default(params)
+            if params.uri == test_uri:
+                arrived["at"], arrived["diagnostics"] = time.perf_counter(), params.diagnostics
+                published.set()
+
+        client.protocol.fm.features[types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS] = on_publish
+
+        async def save_once() -> float:
+            published.clear()
+            started = time.perf_counter()
+            client.text_document_did_save(types.DidSaveTextDocumentParams(types.TextDocumentIdentifier(uri)))
+            try:
+                await asyncio.wait_for(published.wait(), 120)
+            except asyncio.TimeoutError:
+                raise SystemExit(f"no diagnostics for {test_file} after a save of {saved}") from None
+            if not arrived["diagnostics"]:
+                raise SystemExit(f"{test_file}: no failing test reported; the benchmark is broken")
+            await asyncio.sleep(0.1)  # let the status notification and logs of this run pass
+            return arrived["at"] - started
+
+        cold = await save_once()
+        warm = [await save_once() for _ in range(saves)]
+
+        result = await client.workspace_execute_command_async(
+            types.ExecuteCommandParams(command="frognano.fix", arguments=[uri]))
+        if result.get("status") != "fixed":
+            raise SystemExit(f"no fix for {root.name}: {result}")
+        diags = [d for d in client.diagnostics[uri] if d.range.start.line == line]
+        params = types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri),
+            range=types.Range(types.Position(line, 0), types.Position(line, 0)),
+            context=types.CodeActionContext(diagnostics=diags))
+        hover = types.HoverParams(types.TextDocumentIdentifier(uri), types.Position(0, 0))
+        code, trip = [], []
+        for _ in range(actions):
+            started = time.perf_counter()
+            reply = await client.text_document_code_action_async(params)
+            code.append(time.perf_counter() - started)
+            if not reply or getattr(reply[0], "edit", None) is None:
+                raise SystemExit(f"the code action carries no fix: {reply}")
+            started = time.perf_counter()
+            await client.text_document_hover_async(hover)
+            trip.append(time.perf_counter() - started)
+        return cold, warm, code, trip
+    finally:
+        await client.shutdown_session()
+        await client.stop()
+
+
+def print_table(rows: list[Row], elapsed: float) -> None:
+    headers = ["project", "measure", "n", "median ms", "p95 ms", "baseline", "baseline ms", "ratio", "target"]
+    body = [[r.project, r.measure, str(r.n), f"{r.median_ms:.1f}", f"{r.p95_ms:.1f}", r.baseline,
+             f"{r.baseline_ms:.1f}", f"{r.ratio:.2f}x", r.target] for r in rows]
+    title = f"Language-server latency (python {sys.version.split()[0]}, {os.cpu_count()} CPUs)"
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:
+        Console = None
+    if Console is not None:
+        table = Table(title=title)
+        for i, h in enumerate(headers):
+            table.add_column(h, justify="left" if i in (0, 1, 5, 8) else "right")
+        for line in body:
+            table.add_row(*line)
+        Console(width=max(150, shutil.get_terminal_size((150, 24)).columns)).print(table)
+    else:
+        widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(headers)]
+        print(title)
+        print("  ".join(h.ljust(w) for h, w in zip(headers, widths)))
+        for line in body:
+            print("  ".join(c.ljust(w) for c, w in zip(line, widths)))
+    print(f"total wall time {elapsed:.1f} s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Time save -> diagnostics of `frognano serve` against plain "
+                                                 "pytest, and codeAction response time with a fix ready.")
+    parser.add_argument("--saves", type=int, default=10, help="warm saves per project (default 10)")
+    parser.add_argument("--actions", type=int, default=50, help="codeAction requests per project (default 50)")
+    parser.add_argument("--project", choices=[*PROJECTS, "all"], default="all")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 3 saves, 10 code actions")
+    args = parser.parse_args(argv)
+    saves, actions = (3, 10) if args.quick else (args.saves, args.actions)
+    wall = time.perf_counter()
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="frognano-lsp-bench-") as tmp:
+        scratch = Path(tmp)
+        os.environ["FROGNANO_CACHE_DIR"] = str(scratch / "cache")  # never the user's cache
+        for name, (saved, test_file, line) in PROJECTS.items():
+            if args.project not in (name, "all"):
+                continue
+            ignore = shutil.ignore_patterns("__pycache__", ".pytest_cache")
+            served = shutil.copytree(REPO / "examples" / name, scratch / "served" / name, ignore=ignore)
+            plain = shutil.copytree(REPO / "examples" / name, scratch / "plain" / name, ignore=ignore)
+            cold, warm, code, trip = asyncio.run(time_server(served, saved, test_file, line, saves, actions))
+            fresh = time_pytest(plain, saves, autoload=True)
+            bare = time_pytest(plain, saves, autoload=False)
+            ms = lambda xs: [x * 1000 for x in xs]  # noqa: E731
+            med = lambda xs: statistics.median(ms(xs))  # noqa: E731
+            rows += [
+                Row(name, "save -> diagnostics", len(warm), med(warm), _p95(ms(warm)), "python -m pytest",
+                    med(fresh), "<= 1.2x"),
+                Row(name, "save -> diagnostics", len(warm), med(warm), _p95(ms(warm)),
+                    "pytest, no plugin autoload", med(bare), "<= 1.2x"),
+                Row(name, "first save (cold)", 1, cold * 1000, cold * 1000, "python -m pytest", med(fresh), "-"),
+                Row(name, "codeAction, fix ready", len(code), med(code), _p95(ms(code)), "hover round trip",
+                    med(trip), "< 20 ms"),
+            ]
+    print_table(rows, time.perf_counter() - wall)
+    failed = [r for r in rows if (r.target == "<= 1.2x" and r.ratio > 1.2) or (r.target == "< 20 ms" and r.median_ms >= 20)]
+    for r in failed:
+        print(f"target missed: {r.project} {r.measure} vs {r.baseline}: {r.median_ms:.1f} ms ({r.ratio:.2f}x)")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,229 @@
+--- FrogNano for Neovim 0.11+: a thin client of `frognano serve` (LSP over stdio).
+---
+--- The server does the work (runs pytest, publishes diagnostics, verifies fixes, offers them as
+--- code actions); this module only configures `vim.lsp`, keeps the server's `frognano/status`
+--- for statuslines and adds a few user commands.
+local M = {}
+
+local NAME = "frognano"
+local AUTOFIX_MODES = { "off", "suggest", "apply" }
+local VERIFIED_PREFIX = "FrogNano:"
+
+--- Defaults; `setup(opts)` deep-merges `opts` into a copy of these.
+M.defaults = {
+  --- nil: `<root>/.venv/bin/frognano serve` when that exists, else `frognano serve`.
+  cmd = nil,
+  filetypes = { "python" },
+  root_markers = { "pyproject.toml", "setup.py", "setup.cfg", ".git" },
+  --- The `frognano` settings section: model, testArgs, timeout, maxCandidates, maxPairs,
+  --- searchSeconds, episodes, python, autoFix ("off"|"suggest"|"apply"), debounceMs.
+  settings = {},
+}
+
+M.config = vim.deepcopy(M.defaults)
+
+--- Last `frognano/status` params ({state, failing, autoFix, message}) per client id.
+local statuses = {}
+
+local function resolve(bufnr)
+  return (bufnr == nil or bufnr == 0) and vim.api.nvim_get_current_buf() or bufnr
+end
+
+local function notify(msg, level)
+  vim.notify("FrogNano: " .. msg, level or vim.log.levels.INFO)
+end
+
+--- The frognano client attached to `bufnr` (0: current), or nil.
+function M.client(bufnr)
+  return vim.lsp.get_clients({ bufnr = bufnr or 0, name = NAME })[1]
+end
+
+--- The default command: prefer the project's own virtualenv, so the server runs the project's
+--- pytest and imports.
+local function default_cmd(dispatchers, config)
+  local exe = "frognano"
+  if config.root_dir then
+    local local_exe = vim.fs.joinpath(config.root_dir, ".venv", "bin", "frognano")
+    if vim.fn.executable(local_exe) == 1 then
+      exe = local_exe
+    end
+  end
+  return vim.lsp.rpc.start({ exe, "serve" }, dispatchers, { cwd = config.cmd_cwd, env = config.cmd_env })
+end
+
+local function on_status(_, result, ctx)
+  statuses[ctx.client_id] = result
+  vim.api.nvim_exec_autocmds("User", { pattern = "FrogNanoStatus", data = result, modeline = false })
+  vim.cmd.redrawstatus({ bang = true })
+end
+
+--- Raw `frognano/status` of the client attached to `bufnr` (0: current), or nil.
+function M.status_data(bufnr)
+  local client = M.client(bufnr)
+  return client and statuses[client.id]
+end
+
+--- A short statusline string ("" when FrogNano is not attached), e.g. `FrogNano ✗1 fixing`.
+--- Use: `vim.o.statusline = "%f %= %{v:lua.require'frognano'.status()}"`.
+function M.status(bufnr)
+  local client = M.client(bufnr)
+  if not client then
+    return ""
+  end
+  local s = statuses[client.id]
+  if not s then
+    return "FrogNano"
+  end
+  local parts = { "FrogNano" }
+  if type(s.failing) == "number" and s.failing > 0 then
+    parts[#parts + 1] = "✗" .. s.failing
+  elseif s.state == "passing" then
+    parts[#parts + 1] = "✓"
+  end
+  -- idle/failing/passing are already said; running, fixing, fixed (a fix is ready), error are not.
+  if s.state and not vim.list_contains({ "idle", "failing", "passing" }, s.state) then
+    parts[#parts + 1] = s.state
+  end
+  if s.autoFix and s.autoFix ~= "off" then
+    parts[#parts + 1] = "autofix:" .. s.autoFix
+  end
+  return table.concat(parts, " ")
+end
+
+--- Code actions of the frognano client for the whole of `bufnr`, passed to `callback(actions)`.
+local function code_actions(client, bufnr, callback)
+  local diagnostics = {}
+  for _, d in ipairs(vim.diagnostic.get(bufnr)) do
+    if d.source == NAME and d.user_data and d.user_data.lsp then
+      diagnostics[#diagnostics + 1] = d.user_data.lsp
+    end
+  end
+  local params = {
+    textDocument = vim.lsp.util.make_text_document_params(bufnr),
+    range = { start = { line = 0, character = 0 }, ["end"] = { line = vim.api.nvim_buf_line_count(bufnr), character = 0 } },
+    context = { diagnostics = diagnostics, triggerKind = 1 },
+  }
+  client:request("textDocument/codeAction", params, function(err, result)
+    if err then
+      notify("code actions failed: " .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
+      return callback({})
+    end
+    callback(result or {})
+  end, bufnr)
+end
+
+--- Run `command` ("frognano.fix", ...) for `bufnr`, using the arguments the server put in its own
+--- code action when it offered one (so this client never guesses the argument shape).
+local function exec(client, bufnr, command, actions)
+  for _, a in ipairs(actions or {}) do
+    local c = type(a.command) == "table" and a.command or a
+    if c.command == command then
+      return client:exec_cmd(c, { bufnr = bufnr })
+    end
+  end
+  local uri = vim.uri_from_bufnr(bufnr)
+  client:exec_cmd({ title = command, command = command, arguments = { uri } }, { bufnr = bufnr })
+end
+
+local function apply_action(client, bufnr, action)
+  if action.edit then
+    vim.lsp.util.apply_workspace_edit(action.edit, client.offset_encoding)
+  end
+  if type(action.command) == "table" then
+    client:exec_cmd(action.command, { bufnr = bufnr })
+  end
+end
+
+--- Apply the verified fix for `bufnr` when the server offers one, else ask it to search for one.
+function M.fix(bufnr)
+  bufnr = resolve(bufnr)
+  local client = M.client(bufnr)
+  if not client then
+    return notify("not attached to this buffer", vim.log.levels.WARN)
+  end
+  code_actions(client, bufnr, function(actions)
+    for _, a in ipairs(actions) do
+      -- The verified fix carries an edit; other "FrogNano: ..." actions (show episode) a command.
+      if type(a.title) == "string" and vim.startswith(a.title, VERIFIED_PREFIX) and (a.edit or not a.command) then
+        if not a.edit and not a.command and client:supports_method("codeAction/resolve") then
+          return client:request("codeAction/resolve", a, function(err, resolved)
+            if err or not resolved then
+              return notify("could not resolve the fix", vim.log.levels.ERROR)
+            end
+            apply_action(client, bufnr, resolved)
+          end, bufnr)
+        end
+        return apply_action(client, bufnr, a)
+      end
+    end
+    exec(client, bufnr, "frognano.fix", actions)
+  end)
+end
+
+--- Ask the server to run the tests for `bufnr`.
+function M.run_tests(bufnr)
+  bufnr = resolve(bufnr)
+  local client = M.client(bufnr)
+  if not client then
+    return notify("not attached to this buffer", vim.log.levels.WARN)
+  end
+  code_actions(client, bufnr, function(actions)
+    exec(client, bufnr, "frognano.runTests", actions)
+  end)
+end
+
+--- Without `mode`, cycle off -> suggest -> apply on the server (frognano.toggleAutoFix);
+--- with one, set it through workspace/didChangeConfiguration.
+function M.auto_fix(mode)
+  mode = mode ~= "" and mode or nil
+  if mode and not vim.list_contains(AUTOFIX_MODES, mode) then
+    return notify("autoFix must be one of " .. table.concat(AUTOFIX_MODES, ", "), vim.log.levels.ERROR)
+  end
+  local clients = vim.lsp.get_clients({ name = NAME })
+  if not mode then
+    local client = M.client(0) or clients[1]
+    if not client then
+      return notify("not running", vim.log.levels.WARN)
+    end
+    return client:exec_cmd({ title = "Toggle auto-fix", command = "frognano.toggleAutoFix", arguments = {} })
+  end
+  -- Clients started later (other projects) get it too.
+  M.config.settings.autoFix = mode
+  vim.lsp.config(NAME, { init_options = { autoFix = mode }, settings = { frognano = { autoFix = mode } } })
+  for _, c in ipairs(clients) do
+    c.settings.frognano = c.settings.frognano or {}
+    c.settings.frognano.autoFix = mode
+    c:notify("workspace/didChangeConfiguration", { settings = c.settings })
+  end
+  notify("autoFix = " .. mode)
+end
+
+local function create_commands()
+  local cmd = vim.api.nvim_create_user_command
+  cmd("FrogNanoFix", function() M.fix(0) end, { desc = "FrogNano: apply the verified fix, or search for one" })
+  cmd("FrogNanoRunTests", function() M.run_tests(0) end, { desc = "FrogNano: run the tests" })
+  cmd("FrogNanoAutoFix", function(o) M.auto_fix(o.args) end, {
+    nargs = "?",
+    complete = function() return AUTOFIX_MODES end,
+    desc = "FrogNano: cycle auto-fix, or set it to off|suggest|apply",
+  })
+end
+
+--- Configure and enable the `frognano` language server.
+--- @param opts? {cmd?: string[]|function, filetypes?: string[], root_markers?: string[], settings?: table}
+function M.setup(opts)
+  M.config = vim.tbl_deep_extend("force", vim.deepcopy(M.defaults), opts or {})
+  local settings = M.config.settings
+  vim.lsp.config(NAME, {
+    cmd = M.config.cmd or default_cmd,
+    filetypes = M.config.filetypes,
+    root_markers = M.config.root_markers,
+    init_options = vim.deepcopy(settings),
+    settings = { frognano = vim.deepcopy(settings) },
+    handlers = { ["frognano/status"] = on_status },
+  })
+  vim.lsp.enable(NAME)
+  create_commands()
+end
+
+return M

@@ -1,0 +1,518 @@
+"""``frognano watch``: on every save, run the affected tests; on failure, find a verified fix.
+
+A face beside the command line and the language server (DESIGN.md §1).  One Engine serves the
+whole session (one shadow copy, one warm test server), on the calling thread:
+
+1. the first run is the whole suite with per-test coverage, which gives the coverage map;
+2. a burst of saves (debounced) runs the tests covering the changed files, merged into the map;
+   a changed test file, conftest or config, or a new, deleted or uncovered module runs them all;
+3. when the run fails, the repair engine searches (operators, then model episodes);
+4. with ``apply`` the verified fix is written only while the files still hold the text it was
+   computed on (invariant 1); ``apply_patch`` keeps an undo copy.
+
+The observer thread only collects changed paths and sets the current job's cancel event: a fix
+computed against files that changed since is never written, it is computed again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+from watchdog.events import (
+    DirCreatedEvent,
+    DirDeletedEvent,
+    DirMovedEvent,
+    FileCreatedEvent,
+    FileDeletedEvent,
+    FileModifiedEvent,
+    FileMovedEvent,
+    FileSystemEvent,
+    FileSystemEventHandler,
+)
+from watchdog.observers import Observer
+
+from .config import Settings
+from .errors import EXIT_OK, EXIT_USAGE, ApplyError, FrogNanoError, UsageError
+from .render import FixRenderer
+from .repair.engine import Diagnosis, Engine, FixReport
+from .repair.patch import Patch, apply_patch
+from .sandbox.results import RunResult
+from .sandbox.spectra import is_test_file
+from .sandbox.workspace import IGNORED_DIRS, Workspace, read_source
+
+log = logging.getLogger(__name__)
+
+# Besides *.py, the files whose change can change what pytest collects or how it runs.
+CONFIG_FILES = frozenset({"pyproject.toml", "conftest.py", "pytest.ini", "setup.cfg", "tox.ini"})
+# Opened/closed/attribute events come by the thousand (our own sync reads every file): not changes.
+_EVENTS = [FileCreatedEvent, FileModifiedEvent, FileDeletedEvent, FileMovedEvent,
+           DirCreatedEvent, DirDeletedEvent, DirMovedEvent]
+_TREE = "/"  # suffix of a directory that was removed or added: run everything
+
+Signature = tuple[int, int] | None  # (size, mtime_ns) of a file, None when it does not exist
+
+
+def watch(ws: Workspace, settings: Settings, *, apply: bool = False, console: Console | None = None,
+          stop: threading.Event | None = None, debounce: float = 0.3) -> int:
+    """Watch ``ws``'s project until Ctrl-C or ``stop``; returns the exit code (0, or 2 when the
+    project cannot be watched at all: no Python files, no tests, bad settings)."""
+    if console is None:
+        from .render import stderr_console
+
+        console, errors = Console(highlight=False), stderr_console()
+    else:
+        errors = console
+    watcher = _Watcher(ws, settings, apply=apply, console=console, errors=errors, debounce=debounce)
+    return watcher.run(stop or threading.Event())
+
+
+class _Fatal(Exception):
+    """The first run cannot happen (no tests, not a Python project): watching is pointless."""
+
+    def __init__(self, exc: FrogNanoError) -> None:
+        super().__init__(str(exc))
+        self.exit_code = exc.exit_code
+
+
+class _Progress:
+    """Engine progress: a transient bar on a terminal, one dim line per fix phase elsewhere."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.renderer: FixRenderer | None = None
+
+    def phase(self, title: str, total: int | None = None) -> None:
+        if self.renderer is not None:
+            self.renderer.phase(title, total)
+        if not self.console.is_terminal and not title.startswith("running"):
+            self.console.print(f"[dim]  {escape(title)}…[/]")
+
+    def update(self, done: int, total: int | None = None, note: str = "") -> None:
+        if self.renderer is not None:
+            self.renderer.update(done, total, note)
+
+
+class _Watcher(FileSystemEventHandler):
+    """The loop (on the calling thread) and the file-event handler (on the observer's thread)."""
+
+    def __init__(self, ws: Workspace, settings: Settings, *, apply: bool, console: Console,
+                 errors: Console, debounce: float) -> None:
+        self.ws = ws
+        self.settings = settings
+        self.apply = apply
+        self.console = console
+        self.errors = errors  # where an error that ends the watch goes
+        self.debounce = debounce
+        self.root = str(ws.root)
+        self.display = _display(ws.root)
+        self.progress = _Progress(console)
+        self.engine: Engine | None = None
+        self.diagnosis: Diagnosis | None = None  # the last good state of the whole suite
+        self._bannered = False
+        self._last_report: tuple | None = None
+        self.halt = threading.Event()  # stop asked for: every wait and the current job end
+        # Shared with the observer thread:
+        self._lock = threading.Lock()
+        self._pending: set[str] = set()
+        self._last_event = 0.0
+        self._arrived = threading.Event()
+        self._cancel = threading.Event()  # the current job's; a change or a stop sets it
+        self._known: dict[str, Signature] = {}  # file -> signature when tests last ran on it
+        self._venvs: set[str] = set()
+        self._observer: Observer | None = None
+        self._top_watches: dict[str, object] = {}
+        skip = []
+        with contextlib.suppress(ValueError):
+            skip.append(str(ws.cache.resolve().relative_to(ws.root)))  # a cache inside the project
+        self._skip = skip
+
+    # -- the loop (calling thread) ----------------------------------------------------------
+    def run(self, stop: threading.Event) -> int:
+        opened = self.ws.shadow is None
+        forward = threading.Thread(target=self._forward_stop, args=(stop,), name="frognano-watch-stop",
+                                   daemon=True)
+        try:
+            if opened:
+                self.ws.open()
+            self.engine = Engine(self.ws, self.settings, progress=self.progress)
+            self._start_observer()
+            forward.start()
+            changed: set[str] | None = None  # None: run the whole suite
+            while not self.halt.is_set():
+                settled = self._cycle(changed)
+                if self.halt.is_set():
+                    break
+                changed = self._take(wait=settled)
+                if changed is None:
+                    break
+            return EXIT_OK
+        except KeyboardInterrupt:
+            return EXIT_OK
+        except (_Fatal, FrogNanoError, OSError) as exc:  # also: no free shadow, inotify limits
+            self.errors.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
+            return getattr(exc, "exit_code", EXIT_USAGE)
+        finally:
+            with _sigint_ignored():
+                self.halt.set()
+                self._cancel.set()
+                self._arrived.set()
+                if self._observer is not None:
+                    self._observer.stop()
+                    self._observer.join(timeout=5)
+                if self.engine is not None:
+                    self.engine.close()
+                if opened:
+                    self.ws.close()
+
+    def _forward_stop(self, stop: threading.Event) -> None:
+        while not self.halt.wait(0.05):
+            if stop.is_set():
+                self.halt.set()
+                self._cancel.set()
+                self._arrived.set()
+                return
+
+    def _cycle(self, changed: set[str] | None) -> bool:
+        """One run and, when it fails, one fix.  False when a change overtook the work, so the
+        caller runs again at once on the new state."""
+        assert self.engine is not None
+        cancel = threading.Event()
+        with self._lock:
+            self._cancel = cancel
+            if self._pending or self.halt.is_set():  # a save between the take and now
+                cancel.set()
+        renderer = FixRenderer(self.console, show_progress=self.console.is_terminal, out=self.console)
+        self.progress.renderer = renderer
+        with renderer.live():
+            if changed == set() and self.diagnosis is not None:
+                diagnosis, run = self.diagnosis, RunResult()  # nothing new: try the fix again
+            else:
+                found = self._run_tests(changed)
+                if found is None:
+                    return True
+                diagnosis, run = found
+            if cancel.is_set():  # the run is already stale: do not search on it
+                return False
+            if not run.failing and not (changed == set() and diagnosis.failing):
+                return True
+            try:
+                report = self.engine.fix(cancel=cancel, diagnosis=diagnosis)
+            except FrogNanoError as exc:  # e.g. the test interpreter broke under a candidate
+                self.console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
+                return True
+            if cancel.is_set():
+                if not self.halt.is_set():
+                    self._overtaken(report)
+                return False
+            if report.fix is not None and self.apply and not self._apply(report):
+                return False
+            self._report(renderer, report)
+        return True
+
+    def _report(self, renderer: FixRenderer, report: FixReport) -> None:
+        """The whole report, or one line when it would repeat the last one word for word."""
+        key = (report.status, tuple(report.failing), report.fix.patch.diff() if report.fix else None)
+        if key == self._last_report and not report.applied and report.status != "error":
+            n = len(report.failing)
+            what = (f"the same verified fix as above: {report.message}" if report.fix else
+                    f"still no verified fix for the {n} failing test{'s' * (n != 1)} above")
+            self.console.print(f"[dim]  {escape(what)}[/]", soft_wrap=True)
+        else:
+            renderer.report(report, Path(self.display))
+        self._last_report = key
+
+    def _run_tests(self, changed: set[str] | None) -> tuple[Diagnosis, RunResult] | None:
+        assert self.engine is not None
+        nodeids, why = self._select(changed)
+        started = time.monotonic()
+        try:
+            if nodeids is None:
+                try:
+                    diagnosis = self.engine.diagnose()
+                finally:  # what the shadow now holds, even when the run failed to collect
+                    self._known = {rel: (e.size, e.mtime_ns) for rel, e in self.ws.entries.items()}
+                run = diagnosis.run
+            else:
+                diagnosis, run = self.engine.diagnose_affected(self.diagnosis, nodeids)
+        except FrogNanoError as exc:
+            if changed is None and isinstance(exc, UsageError):  # the first run: nothing to watch
+                raise _Fatal(exc) from exc
+            # A syntax error while the user types: say so and wait for the next save.
+            self._banner()
+            self.diagnosis = None  # the next run is a whole one
+            self.console.print(f"{_clock()} [bold red]✗ {escape(str(exc))}[/] [dim]· {escape(why)}[/]",
+                               soft_wrap=True)
+            return None
+        self._banner()
+        self.diagnosis = diagnosis
+        self._status(run, diagnosis, time.monotonic() - started, why)
+        return diagnosis, run
+
+    def _banner(self) -> None:
+        """Printed with the first result, so that an error that ends the watch is all there is."""
+        if not self._bannered:
+            self._bannered = True
+            what = "verified fixes are applied" if self.apply else "fixes are shown, not applied"
+            self.console.print(f"[bold]watching[/] {escape(self.display)} [dim]({what}; Ctrl-C stops)[/]")
+
+    def _select(self, changed: set[str] | None) -> tuple[list[str] | None, str]:
+        """The tests to run for ``changed`` (None: the whole suite) and why, for the status line."""
+        if changed is None or self.diagnosis is None:
+            return None, "all tests" + (f" ({_names(changed)} changed)" if changed else "")
+        everything = (None, f"all tests ({_names(changed)} changed)")
+        if not self.diagnosis.coverage:
+            return everything
+        wanted: set[str] = set()
+        for rel in changed:
+            name = rel.rsplit("/", 1)[-1]
+            if rel.endswith(_TREE) or name in CONFIG_FILES or is_test_file(rel) \
+                    or not os.path.exists(os.path.join(self.root, rel)):
+                return everything
+            covering = self.diagnosis.coverage.tests_covering(rel)
+            if not covering:  # new, or only run at import time: any test may depend on it
+                return everything
+            wanted |= covering
+        nodeids = [n for n in self.diagnosis.run.tests if n in wanted]
+        return nodeids, f"{len(nodeids)} test{'s' * (len(nodeids) != 1)} affected by {_names(changed)}"
+
+    def _status(self, run: RunResult, diagnosis: Diagnosis, seconds: float, why: str) -> None:
+        failed, passed = len(run.failing), len(run.passing)
+        counts = ([f"[bold red]{failed} failed[/]"] if failed else []) + [f"[green]{passed} passed[/]"]
+        if len(run.tests) - failed - passed:
+            counts.append(f"{len(run.tests) - failed - passed} skipped")
+        mark = "[bold red]✗[/]" if failed else "[bold green]✓[/]"
+        older = len([n for n in diagnosis.failing if n not in run.tests])
+        also = f" · {older} other test{'s' * (older != 1)} still failing" if older else ""
+        self.console.print(f"{_clock()} {mark} {', '.join(counts)} [dim]in {seconds:.2f} s · "
+                           f"{escape(why)}{also}[/]", soft_wrap=True)
+
+    def _overtaken(self, report: FixReport) -> None:
+        if report.fix is None:
+            self.console.print("[dim]  files changed; the fix search starts over[/]")
+            return
+        edited = _edited_since(self.ws.root, report.fix.patch)
+        for rel in edited or ["the project"]:
+            self.console.print(f"[yellow]skipped:[/] {escape(rel)} changed while the fix was computed",
+                               soft_wrap=True)
+
+    def _apply(self, report: FixReport) -> bool:
+        """Write the fix; False when a file changed since it was computed (nothing written)."""
+        assert report.fix is not None
+        try:
+            record = apply_patch(self.ws.root, report.fix.patch)
+        except ApplyError as exc:
+            edited = _edited_since(self.ws.root, report.fix.patch)
+            if not edited:
+                report.applied = False
+                self.console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
+                return True
+            for rel in edited:
+                self.console.print(f"[yellow]skipped:[/] {escape(rel)} changed while the fix was computed",
+                                   soft_wrap=True)
+            self._add(edited)  # run again on the new state, even before the observer reports it
+            return False
+        report.applied, report.undo = True, str(record)
+        return True
+
+    def _take(self, *, wait: bool) -> set[str] | None:
+        """The files changed since the tests last ran on them, once saves have paused for
+        ``debounce`` seconds; with ``wait``, block until there is one.  None on stop."""
+        while True:
+            if wait:
+                self._arrived.wait()
+            if self.halt.is_set():
+                return None
+            while True:  # a burst of saves is one change
+                with self._lock:
+                    quiet = self._last_event + self.debounce - time.monotonic()
+                if quiet <= 0:
+                    break
+                if self.halt.wait(quiet):
+                    return None
+            with self._lock:
+                paths, self._pending = self._pending, set()
+                self._arrived.clear()
+            changed = set()
+            for rel in paths:
+                if rel.endswith(_TREE):
+                    changed.add(rel)
+                    continue
+                sig = _signature(os.path.join(self.root, rel))
+                if self._known.get(rel) != sig:  # not a touch-less event, nor one already run
+                    self._known[rel] = sig
+                    changed.add(rel)
+            if changed or not wait:
+                return changed
+
+    # -- the observer (its own thread) ------------------------------------------------------
+    def _start_observer(self) -> None:
+        """Watch the root, and each top-level folder that is not ignored recursively: a
+        project's .venv or node_modules would cost thousands of inotify watches."""
+        self._observer = Observer()
+        self._observer.schedule(self, self.root, recursive=False, event_filter=_EVENTS)
+        for entry in sorted(os.scandir(self.root), key=lambda e: e.name):
+            if entry.is_dir(follow_symlinks=False) and not self._ignored_dir(entry.name) \
+                    and entry.name not in self._skip:
+                self._watch_top(entry.name)
+        self._observer.start()
+
+    def _watch_top(self, name: str) -> None:
+        assert self._observer is not None
+        with contextlib.suppress(OSError):  # gone again already
+            self._top_watches[name] = self._observer.schedule(
+                self, os.path.join(self.root, name), recursive=True, event_filter=_EVENTS)
+
+    def _unwatch_top(self, name: str) -> None:
+        watch = self._top_watches.pop(name, None)
+        if watch is not None and self._observer is not None:
+            with contextlib.suppress(Exception):
+                self._observer.unschedule(watch)  # type: ignore[arg-type]
+
+    def on_any_event(self, event: FileSystemEvent) -> None:
+        try:
+            found = self._relevant(event)
+        except Exception:  # noqa: BLE001 - the observer thread must survive anything
+            log.exception("ignoring a file event")
+            return
+        if found:
+            self._add(found)
+
+    def _add(self, rels: list[str]) -> None:
+        with self._lock:
+            self._pending.update(rels)
+            self._last_event = time.monotonic()
+            cancel = self._cancel
+        cancel.set()
+        self._arrived.set()
+
+    def _relevant(self, event: FileSystemEvent) -> list[str]:
+        """The paths of ``event`` that can change what the tests do (a folder: ``rel/``)."""
+        paths = [os.fsdecode(event.src_path)]
+        if event.event_type == "moved" and event.dest_path:
+            paths.append(os.fsdecode(event.dest_path))
+        found = []
+        for i, path in enumerate(paths):
+            rel = self._rel(path)
+            if rel is None or self._ignored_parents(rel):
+                continue
+            name = rel.rsplit(os.sep, 1)[-1]
+            if event.is_directory:
+                if self._ignored_dir(rel, name=name):
+                    continue
+                arriving = event.event_type == "created" or i == 1
+                top = os.sep not in rel
+                if top and arriving:  # the root's watch is not recursive: each top folder has its own
+                    self._watch_top(rel)
+                elif top:
+                    self._unwatch_top(rel)
+                # Files inside a new folder report themselves, except those that were there
+                # before its watch (a folder moved in): then any of them may matter.
+                if not arriving or (top and self._has_sources(rel)):
+                    found.append(rel.replace(os.sep, "/") + _TREE)
+                continue
+            if not (name.endswith(".py") or name in CONFIG_FILES) or name.startswith(".#"):
+                continue  # this also skips editor swap and backup files: .x.py.swp, x.py~, .#x.py
+            rel = rel.replace(os.sep, "/")
+            if self._known.get(rel, ...) == _signature(path):
+                continue  # the tests already ran on this (or nothing changed: a touch-less event)
+            found.append(rel)
+        return found
+
+    def _has_sources(self, rel: str) -> bool:
+        if self._ignored_dir(rel):  # a virtualenv being created: pyvenv.cfg comes first
+            return False
+        for dirpath, dirnames, filenames in os.walk(os.path.join(self.root, rel)):
+            here = os.path.relpath(dirpath, self.root)
+            dirnames[:] = [d for d in dirnames if not self._ignored_dir(os.path.join(here, d), name=d)]
+            if any(f.endswith(".py") or f in CONFIG_FILES for f in filenames):
+                return True
+        return False
+
+    def _rel(self, path: str) -> str | None:
+        if not path.startswith(self.root + os.sep):
+            return None
+        rel = path[len(self.root) + 1:]
+        if any(rel == s or rel.startswith(s + os.sep) for s in self._skip):
+            return None  # FrogNano's own cache (shadow, undo copies) when it lives inside
+        return rel
+
+    def _ignored_parents(self, rel: str) -> bool:
+        parts = rel.split(os.sep)[:-1]
+        return any(self._ignored_dir(os.sep.join(parts[: i + 1]), name=p) for i, p in enumerate(parts))
+
+    def _ignored_dir(self, rel: str, *, name: str | None = None) -> bool:
+        name = name or rel
+        if name in IGNORED_DIRS or name.endswith(".egg-info"):
+            return True
+        if rel in self._venvs:
+            return True
+        if os.path.exists(os.path.join(self.root, rel, "pyvenv.cfg")):
+            self._venvs.add(rel)  # a virtualenv stays one
+            if os.sep not in rel:  # created while watching: its thousands of folders are not ours
+                self._unwatch_top(rel)
+            return True
+        return False
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+def _signature(path: str) -> Signature:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns
+
+
+def _edited_since(root: Path, patch: Patch) -> list[str]:
+    """The files of ``patch`` whose text is no longer what it was computed against."""
+    edited = []
+    for e in patch.edits:
+        try:
+            now = read_source(root / e.path)
+        except (OSError, UnicodeDecodeError):
+            now = None
+        if now != e.before:
+            edited.append(e.path)
+    return edited
+
+
+def _names(changed: set[str]) -> str:
+    names = sorted(rel.rstrip("/") for rel in changed)
+    return names[0] if len(names) == 1 else f"{names[0]} and {len(names) - 1} more"
+
+
+def _clock() -> str:
+    return f"[dim]{datetime.now():%H:%M:%S}[/]"
+
+
+def _display(root: Path) -> str:
+    """The project as the user would type it: relative to the working directory when inside."""
+    try:
+        rel = os.path.relpath(root)
+    except ValueError:
+        return str(root)
+    return str(root) if rel.startswith("..") else rel
+
+
+@contextlib.contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """A second Ctrl-C during clean-up must not leave a traceback or a live test server."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

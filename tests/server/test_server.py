@@ -1,0 +1,395 @@
+"""The language server end to end: pytest-lsp drives ``frognano serve`` over stdio."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from lsprotocol import types
+
+from tests.conftest import snapshot
+
+from .lsp import (
+    apply_workspace_edit,
+    change,
+    code_actions,
+    command,
+    open_doc,
+    save,
+    serve,
+    uri,
+    wait_for,
+    wait_state,
+)
+
+pytestmark = pytest.mark.asyncio
+
+FAILING = "tests/test_stats.py::test_is_adult[18-True]"
+
+
+async def failing_calc(client, root):
+    """Open calc/stats.py, save it, wait for the failing run."""
+    open_doc(client, root / "calc/stats.py")
+    save(client, root / "calc/stats.py")
+    await wait_state(client, "failing")
+    return await wait_for(lambda: client.diagnostics.get(uri(root / "tests/test_stats.py")), what="diagnostics")
+
+
+async def test_diagnostics_after_save(example):
+    root = example("calc")
+    async with serve(root, {"debounceMs": 0}) as client:
+        await failing_calc(client, root)
+        errors = client.diagnostics[uri(root / "tests/test_stats.py")]
+        assert [(d.range.start.line + 1, d.severity, d.code, d.source) for d in errors] == [
+            (17, types.DiagnosticSeverity.Error, FAILING, "frognano")]
+        assert "assert False is True" in errors[0].message
+        related = {(r.location.uri, r.location.range.start.line + 1) for r in errors[0].related_information}
+        assert (uri(root / "calc/stats.py"), 15) in related
+        info = client.diagnostics[uri(root / "calc/stats.py")]
+        assert [(d.range.start.line + 1, d.severity) for d in info] == [(15, types.DiagnosticSeverity.Information)]
+        assert info[0].message.startswith("suspicious: score 0.58 (1 failing test)")
+        assert client.statuses[-1] == {"state": "failing", "failing": 1, "autoFix": "off", "message": "1 failing test"}
+
+        actions = await code_actions(client, root / "calc/stats.py", 14, info)
+        assert [(a.title, a.kind, a.command.command, list(a.command.arguments)) for a in actions] == [
+            (title, types.CodeActionKind.QuickFix, name, [uri(root / "calc/stats.py")])
+            for title, name in [("Fix with FrogNano", "frognano.fix"), ("Show diagnosis", "frognano.showDiagnosis"),
+                                ("Run tests", "frognano.runTests")]]
+
+        # The fix, typed and saved by the user: only the covering tests run, diagnostics clear.
+        n = len(client.statuses)
+        fixed = (root / "calc/stats.py").read_text().replace("age > 18", "age >= 18")
+        change(client, root / "calc/stats.py", 2, fixed)
+        (root / "calc/stats.py").write_text(fixed)
+        save(client, root / "calc/stats.py")
+        passing = await wait_state(client, "passing", after=n)
+        assert passing["message"] == "all 7 tests pass"
+        assert list(client.diagnostics[uri(root / "tests/test_stats.py")]) == []
+        assert list(client.diagnostics[uri(root / "calc/stats.py")]) == []
+
+
+async def test_fix_code_action_makes_the_tests_pass(example):
+    root = example("calc")
+    before = snapshot(root)
+    async with serve(root, {"debounceMs": 0}) as client:
+        await failing_calc(client, root)
+        result = await command(client, "frognano.fix", uri(root / "calc/stats.py"))
+        assert result["status"] == "fixed"
+        title = "FrogNano: `>` -> `>=` (1 failing test now passes, 6 tests still pass)"
+        assert result["title"] == title
+        # $/progress: begin, at least one report, end, on a server-created token.
+        (token, reports), = client.progress_reports.items()
+        kinds = [r.kind for r in reports]
+        assert kinds[0] == "begin" and "report" in kinds and kinds[-1] == "end", kinds
+        assert reports[0].cancellable
+        assert client.statuses[-1]["state"] == "fixed" and client.statuses[-1]["message"] == title
+        assert snapshot(root) == before  # nothing written before the user accepts
+
+        info = client.diagnostics[uri(root / "calc/stats.py")]
+        actions = await code_actions(client, root / "calc/stats.py", 14, info)
+        fix = actions[0]
+        assert (fix.title, fix.kind, fix.is_preferred) == (title, types.CodeActionKind.QuickFix, True)
+        (edit,) = fix.edit.document_changes
+        assert edit.text_document.uri == uri(root / "calc/stats.py")
+        assert edit.text_document.version == 1  # the open document's version
+        assert [a.title for a in actions[1:]] == ["Show diagnosis", "Run tests"]
+        # The same action from the test file's Error (the cursor there, no context diagnostics).
+        from_test = await code_actions(client, root / "tests/test_stats.py", 16)
+        assert from_test[0].title == title
+
+        apply_workspace_edit(fix.edit, root)
+        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=root,
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout
+
+
+async def test_fix_for_an_older_version_is_not_offered(example):
+    root = example("calc")
+    async with serve(root, {"debounceMs": 0}) as client:
+        await failing_calc(client, root)
+        assert (await command(client, "frognano.fix"))["status"] == "fixed"
+        info = client.diagnostics[uri(root / "calc/stats.py")]
+        assert (await code_actions(client, root / "calc/stats.py", 14, info))[0].edit is not None
+        # The user types (unsaved): version 2.  The fix was verified against version 1.
+        text = (root / "calc/stats.py").read_text() + "\n# a comment\n"
+        change(client, root / "calc/stats.py", 2, text)
+        actions = await code_actions(client, root / "calc/stats.py", 14, info)
+        assert [a.title for a in actions] == ["Fix with FrogNano", "Show diagnosis", "Run tests"]
+        assert all(a.edit is None for a in actions)
+        assert (await command(client, "frognano.applyFix"))["applied"] is False
+        # Changing it back does not resurrect the old fix either: a new one is computed.
+        change(client, root / "calc/stats.py", 3, (root / "calc/stats.py").read_text())
+        actions = await code_actions(client, root / "calc/stats.py", 14, info)
+        assert all(a.edit is None for a in actions)
+        result = await command(client, "frognano.fix")
+        assert result["status"] == "fixed"
+        actions = await code_actions(client, root / "calc/stats.py", 14, info)
+        assert actions[0].edit.document_changes[0].text_document.version == 3
+
+
+SLOW = {
+    "slow/__init__.py": "",
+    "slow/core.py": '''
+        def compute(a=1, b=2):
+            total = a + b
+            if total > 2:
+                total = total * 2 - a
+            return [total, a, b]
+    ''',
+    "tests/test_core.py": '''
+        import time
+
+        from slow.core import compute
+
+
+        def test_compute():
+            time.sleep(1.5)
+            assert compute() == "impossible"
+    ''',
+}
+
+
+@pytest.mark.slow
+async def test_cancelling_the_fix_stops_it_quickly(make_project):
+    root = make_project(SLOW, "slow")
+    async with serve(root, {"debounceMs": 0}) as client:
+        open_doc(client, root / "slow/core.py")
+        save(client, root / "slow/core.py")
+        await wait_state(client, "failing")
+        job = asyncio.ensure_future(command(client, "frognano.fix"))
+        # Wait until one candidate ran (1.5 s of sleeping test): the next one is now running.
+        token = await wait_for(lambda: next((t for t, rs in client.progress_reports.items()
+                                             if any(r.kind == "report" and r.percentage for r in rs)), None),
+                               timeout=30, what="a progress report after the first candidate")
+        # The server keeps answering while the search runs.
+        started = time.monotonic()
+        await code_actions(client, root / "slow/core.py", 1)
+        assert time.monotonic() - started < 1.0
+        n = len(client.statuses)
+        started = time.monotonic()
+        client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token=token))
+        result = await asyncio.wait_for(job, 10)
+        elapsed = time.monotonic() - started
+        assert result["status"] == "cancelled"
+        assert elapsed < 1.2, elapsed  # the candidate's 1.5 s test run was killed, not awaited
+        assert client.progress_reports[token][-1].kind == "end"
+        st = await wait_state(client, "failing", after=n)
+        assert st["message"] == "fix cancelled"
+        actions = await code_actions(client, root / "slow/core.py", 1)
+        assert all(a.edit is None for a in actions)
+
+        # A client that cancels the request itself ($/cancelRequest) stops the job too.
+        seen = set(client.progress_reports)
+        request = asyncio.ensure_future(client.protocol.send_request_async(
+            types.WORKSPACE_EXECUTE_COMMAND, types.ExecuteCommandParams(command="frognano.fix"), msg_id="fix-2"))
+        token = await wait_for(lambda: next((t for t, rs in client.progress_reports.items() if t not in seen
+                                             and any(r.kind == "report" and r.percentage for r in rs)), None),
+                               timeout=30, what="the second job's first candidate")
+        started = time.monotonic()
+        client.cancel_request(types.CancelParams(id="fix-2"))
+        with pytest.raises(Exception, match="cancel"):
+            await asyncio.wait_for(request, 10)
+        await wait_for(lambda: client.progress_reports[token][-1].kind == "end", timeout=5, what="progress end")
+        assert time.monotonic() - started < 1.2
+
+
+async def test_invalid_settings_warn_and_fall_back(example):
+    root = example("calc")
+    options = {"timeout": "soon", "autoFix": "always", "maxCandidates": -3, "python": "/no/such/python",
+               "debounceMs": 0, "testArgs": ["-q"], "someTypo": 1}
+    async with serve(root, options) as client:
+        await wait_for(lambda: len(client.messages) >= 4, what="warnings")
+        shown = [m.message for m in client.messages if m.type == types.MessageType.Warning]
+        for key in ("timeout", "autoFix", "maxCandidates", "python"):
+            assert any(key in m for m in shown), (key, shown)
+        assert any("someTypo" in m.message for m in client.log_messages)
+        assert client.statuses[-1]["autoFix"] == "off"
+        await failing_calc(client, root)  # and the server works with the defaults
+        # workspace/configuration wins over initializationOptions, and is re-read on change.
+        client.set_configuration({"autoFix": "suggest", "timeout": 5}, section="frognano")
+        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
+        await wait_for(lambda: client.statuses[-1]["autoFix"] == "suggest", what="autoFix from configuration")
+
+
+async def test_rejected_edit_is_dropped(example):
+    root = example("calc")
+    before = snapshot(root)
+    async with serve(root, {"debounceMs": 0, "autoFix": "apply"}, accept_edits=False) as client:
+        open_doc(client, root / "calc/stats.py")
+        save(client, root / "calc/stats.py")
+        await wait_for(lambda: client.applied_edits, what="workspace/applyEdit")
+        (sent,) = client.applied_edits
+        assert sent.edit.document_changes[0].text_document.version == 1
+        st = await wait_state(client, "failing", after=3)
+        assert st["message"] == "the editor rejected the fix"
+        assert snapshot(root) == before
+        # Dropped, not retried or forced; the server keeps serving.
+        actions = await code_actions(client, root / "calc/stats.py", 14)
+        assert actions[0].title == "Fix with FrogNano"
+        assert (await command(client, "frognano.applyFix"))["applied"] is False
+        assert len(client.applied_edits) == 1
+        assert await command(client, "frognano.toggleAutoFix") == "off"
+
+
+async def test_bad_input_keeps_the_server_serving(example):
+    root = example("calc")
+    (root / "README.md").write_text("# calc\n")
+    async with serve(root, {"debounceMs": 0}) as client:
+        open_doc(client, root / "README.md", language="markdown")
+        save(client, root / "README.md")
+        assert await code_actions(client, root / "README.md", 0) == []
+        assert await client.text_document_code_action_async(types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier("file:///no/such/project/x.py"),
+            range=types.Range(types.Position(0, 0), types.Position(0, 0)),
+            context=types.CodeActionContext(diagnostics=[]))) is None
+        assert await client.text_document_code_action_async(types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier("untitled:Untitled-1"),
+            range=types.Range(types.Position(0, 0), types.Position(0, 0)),
+            context=types.CodeActionContext(diagnostics=[]))) is None
+        assert await code_actions(client, root / "calc/stats.py", 900, end_line=99999) == []
+        with pytest.raises(Exception, match="expected a document URI"):
+            await command(client, "frognano.runTests", 42)
+        with pytest.raises(Exception, match="no such episode record"):
+            await command(client, "frognano.showEpisode", str(root / "missing.json"))
+        assert [await command(client, "frognano.toggleAutoFix") for _ in range(3)] == ["suggest", "apply", "off"]
+        assert client.statuses[-1]["autoFix"] == "off"
+        assert not client.diagnostics  # a markdown save runs nothing
+        result = await command(client, "frognano.runTests")
+        assert result["failing"] == [FAILING]
+        text = await command(client, "frognano.showDiagnosis")
+        assert FAILING in text and "calc/stats.py:15" in text
+
+
+async def test_workspace_without_tests_is_idle(make_project):
+    root = make_project({"lib/core.py": "def f():\n    return 1\n"}, "notests")
+    async with serve(root, {"debounceMs": 0}) as client:
+        open_doc(client, root / "lib/core.py")
+        save(client, root / "lib/core.py")
+        st = await wait_state(client, "idle", after=1)
+        assert "no tests found" in st["message"]
+        assert not client.diagnostics
+        assert any("no tests found" in m.message for m in client.log_messages)
+
+
+async def test_unsaved_syntax_error_is_a_collection_error(example):
+    root = example("calc")
+    async with serve(root, {"debounceMs": 0}) as client:
+        broken = (root / "calc/stats.py").read_text().replace("return age > 18", "return age >")
+        open_doc(client, root / "calc/stats.py", text=broken)  # typed, not saved
+        open_doc(client, root / "tests/test_stats.py")  # opening a test module runs it
+        st = await wait_state(client, "error")
+        assert "SyntaxError" in st["message"]
+        diags = await wait_for(lambda: client.diagnostics.get(uri(root / "calc/stats.py")), what="syntax error")
+        assert [(d.range.start.line + 1, d.severity) for d in diags] == [(15, types.DiagnosticSeverity.Error)]
+        assert "SyntaxError" in diags[0].message
+        (collected,) = client.diagnostics[uri(root / "tests/test_stats.py")]
+        assert collected.range.start.line + 1 == 3  # the import that failed
+        # Fixed in the editor and saved: the errors clear, the real failure shows.
+        n = len(client.statuses)
+        change(client, root / "calc/stats.py", 2, (root / "calc/stats.py").read_text())
+        save(client, root / "calc/stats.py")
+        await wait_state(client, "failing", after=n)
+        assert list(client.diagnostics[uri(root / "calc/stats.py")])[0].severity == types.DiagnosticSeverity.Information
+
+
+async def test_save_storm_runs_once(example):
+    root = example("calc")
+    async with serve(root, {"debounceMs": 200}) as client:
+        open_doc(client, root / "calc/stats.py")
+        for _ in range(8):
+            save(client, root / "calc/stats.py")
+            await asyncio.sleep(0.02)
+        await wait_state(client, "failing")
+        await asyncio.sleep(0.5)
+        assert [s["state"] for s in client.statuses] == ["idle", "running", "failing"]
+        ran = [m.message for m in client.log_messages if m.message.startswith("FrogNano: ran")]
+        assert len(ran) == 1, ran
+
+
+async def test_model_fix_and_its_episode(example, tmp_path):
+    from frognano.repair.harness import ToolCall, render_tool_call
+
+    root = example("calc")
+    script = tmp_path / "replies.json"
+    script.write_text(json.dumps([render_tool_call(ToolCall(name, args)) for name, args in [
+        ("edit", {"path": "calc/stats.py", "old": "return age > 18", "new": "return age >= 18"}),
+        ("submit", {}),
+    ]]))
+    options = {"debounceMs": 0, "model": f"replay:{script}", "maxCandidates": 0, "maxPairs": 0, "episodes": 1}
+    async with serve(root, options) as client:
+        await failing_calc(client, root)
+        result = await command(client, "frognano.fix")
+        assert result["title"] == ("FrogNano: `return age > 18` -> `return age >= 18` "
+                                   "(1 failing test now passes, 6 tests still pass)")
+        actions = await code_actions(client, root / "calc/stats.py", 14)
+        assert actions[0].edit is not None
+        show = next(a for a in actions if a.title == "Show the model episode (FrogNano)")
+        assert show.kind == types.CodeActionKind.QuickFix and show.command.command == "frognano.showEpisode"
+        record = show.command.arguments[0]
+        assert json.loads(Path(record).read_text())["status"] == "submitted"
+        assert await command(client, "frognano.showEpisode", record) is True
+        assert client.shown_documents[-1].uri == uri(Path(record))
+
+
+async def test_auto_fix_suggest_offers_the_fix_without_asking(example):
+    root = example("calc")
+    before = snapshot(root)
+    async with serve(root, {"debounceMs": 0, "autoFix": "suggest"}) as client:
+        open_doc(client, root / "calc/stats.py")
+        save(client, root / "calc/stats.py")
+        st = await wait_state(client, "fixed")
+        assert st["autoFix"] == "suggest" and st["message"].startswith("FrogNano: `>` -> `>=`")
+        assert [s["state"] for s in client.statuses] == ["idle", "running", "failing", "fixing", "fixed"]
+        actions = await code_actions(client, root / "calc/stats.py", 14)
+        assert actions[0].is_preferred and actions[0].edit is not None
+        assert not client.applied_edits and snapshot(root) == before
+
+
+CRASHING = {
+    "pkg/__init__.py": "",
+    "pkg/core.py": "def value():\n    return 1\n",
+    "tests/test_core.py": '''
+        import os
+
+        from pkg.core import value
+
+
+        def test_value():
+            assert value() == 1
+
+
+        def test_crash():
+            os._exit(3)
+    ''',
+}
+
+
+async def test_crashing_tests_and_a_broken_interpreter(make_project):
+    root = make_project(CRASHING, "crashing")
+    async with serve(root, {"debounceMs": 0}) as client:
+        open_doc(client, root / "pkg/core.py")
+        save(client, root / "pkg/core.py")
+        st = await wait_state(client, "failing")
+        assert st["failing"] == 1
+        (diag,) = await wait_for(lambda: client.diagnostics.get(uri(root / "tests/test_core.py")), what="crash")
+        assert diag.code == "tests/test_core.py::test_crash" and diag.range.start.line + 1 == 10  # its def line
+        assert "died" in diag.message
+        hover = await client.text_document_hover_async(types.HoverParams(
+            types.TextDocumentIdentifier(uri(root / "tests/test_core.py")), types.Position(9, 4)))
+        assert "tests/test_core.py::test_crash" in hover.contents.value
+        # The interpreter is changed to one that cannot run pytest: an error, not a dead server.
+        client.set_configuration({"python": "/bin/false"}, section="frognano")
+        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
+        await wait_for(lambda: any("python='/bin/false'" in m.message for m in client.log_messages), what="reload")
+        n = len(client.statuses)
+        save(client, root / "pkg/core.py")
+        st = await wait_state(client, "error", after=n)
+        assert "failed before running any test" in st["message"]
+        assert any(m.type == types.MessageType.Error for m in client.log_messages)
+        assert list(client.diagnostics[uri(root / "tests/test_core.py")])  # the last diagnostics stay
+        assert await code_actions(client, root / "tests/test_core.py", 9)
