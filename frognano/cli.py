@@ -188,5 +188,9 @@ from .cli_models import export_command, model_group  # noqa: E402 - light: click
 main.add_command(model_group)
 main.add_command(export_command)
 
+from .cli_synth import synth_command  # noqa: E402 - light: click only
+
+main.add_command(synth_command)
+
 if __name__ == "__main__":  # pragma: no cover
     main()

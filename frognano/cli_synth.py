@@ -1,0 +1,68 @@
+"""``frognano synth REPO... -o TASKS -n N``: synthesise validated bug tasks (DESIGN §3, §5).
+
+Registered on the main group by ``cli.py``.  Progress goes to stderr (a rich bar), the summary
+table to stdout; any error ends with one ``error: ...`` line and exit code 2.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from .errors import EXIT_USAGE, FrogNanoError
+
+
+def _error(message: str) -> None:
+    from rich.markup import escape
+
+    from .render import stderr_console
+
+    stderr_console().print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
+    sys.exit(EXIT_USAGE)
+
+
+@click.command("synth")
+@click.argument("repos", nargs=-1, required=True,
+                type=click.Path(path_type=Path))
+@click.option("-o", "--output", "out", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Task file (JSON lines); appended to, and resumed when it exists.")
+@click.option("-n", "n", type=click.IntRange(min=1), default=10, show_default=True,
+              help="Tasks wanted per repository (tasks already in the file count).")
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Validation worker processes, each with its own shadow copy.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Shuffles the candidate bugs.")
+def synth_command(repos: tuple[Path, ...], out: Path, n: int, workers: int, seed: int) -> None:
+    """Inject bugs into green REPOs and keep those the tests catch deterministically."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
+    from .synthesis.synth import synthesize
+
+    err = Console(stderr=True, highlight=False)
+    bars: dict[str, int] = {}
+    try:
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn(), console=err, transient=True) as bar:
+            def progress(repo: str, have: int, wanted: int) -> None:
+                if repo not in bars:
+                    bars[repo] = bar.add_task(Path(repo).name, total=wanted)
+                bar.update(bars[repo], completed=min(have, wanted))
+
+            summary = synthesize(list(repos), out, n=n, seed=seed, workers=workers, progress=progress)
+    except FrogNanoError as exc:
+        _error(str(exc))
+    except OSError as exc:
+        _error(f"{exc.filename or out}: {exc.strerror or exc}")
+
+    table = Table(title=f"synth: {summary.written} new task(s) -> {out}")
+    for col in ("family", "tried", "valid", "yield", "seconds", "skipped"):
+        table.add_column(col, justify="left" if col in ("family", "skipped") else "right")
+    for fam, s in sorted(summary.families.items()):
+        skipped = ", ".join(f"{k} {v}" for k, v in s.skips.most_common())
+        table.add_row(fam, str(s.tried), str(s.valid), f"{s.yield_:.0%}", f"{s.seconds:.1f}", skipped)
+    Console(highlight=False).print(table)
+    for repo, have in summary.per_repo.items():
+        click.echo(f"{repo}: {have}/{n} task(s)" + ("" if have >= n else " (candidates ran out)"))

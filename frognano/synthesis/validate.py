@@ -1,0 +1,195 @@
+"""Validate one injected bug in the shadow copy and turn it into a Task (DESIGN §3, §5).
+
+The mutant is written into the shadow (``Workspace.edited``; the project is never touched) and
+the tests covering the mutated *function* run, plus a small random sample of the other
+baseline-passing tests.  A bug is kept when
+
+* at least one covering test fails, and a second run of the failing tests fails the same ones
+  (else "flaky");
+* no test times out ("timeout": per-test limits come from baseline durations, so a mutant that
+  loops forever costs seconds) and collection still works ("breaks collection");
+* no sampled test outside the coverage set fails ("breaks other tests": a side effect the
+  coverage map does not explain, e.g. at import time).
+
+``PASS_TO_PASS`` lists the tests that were run and passed (verified, not assumed).
+
+Difficulty features:
+
+* ``distance``: calls between the failing test and the buggy function, from the traceback
+  frames: 0 when the buggy function's frame is directly below the test's frame, k when k
+  frames lie between them.  When the bug function is not in the traceback (it returned a wrong
+  value that the test later checked) the estimate is 0 when the test file names the function
+  directly, else 1.  The minimum over the failing tests.
+* ``traceback_through_bug``: some failing test's traceback has a frame on a mutated line.
+* ``file_lines``: lines of the mutated file.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import random
+import re
+import subprocess
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..operators import CATALOGUE, Mutation
+from ..sandbox.results import RunResult, TestResult
+from ..sandbox.runner import TestRunner
+from ..sandbox.spectra import CoverageMap
+from ..sandbox.workspace import Workspace
+from .frontier import Family
+from .inject import function_spans
+from .store import Task
+
+__all__ = ["Rejection", "base_commit", "baseline_timeouts", "family_key", "unified_diff", "validate"]
+
+
+@dataclass(frozen=True)
+class Rejection:
+    reason: str  # "no test fails", "flaky", "breaks other tests", "timeout", "breaks collection", ...
+    detail: str = ""
+
+    def __bool__(self) -> bool:  # a Rejection is falsy, a Task truthy
+        return False
+
+
+def baseline_timeouts(baseline: RunResult, timeout: float = 30.0, factor: float = 5.0,
+                      floor: float = 2.0) -> dict[str, float]:
+    """Per-test limits: a few times the baseline duration, at least ``floor``, at most ``timeout``."""
+    return {n: min(timeout, max(floor, factor * t.duration + 1.0)) for n, t in baseline.tests.items()}
+
+
+def base_commit(root: Path, files: Iterable[str]) -> tuple[str, str]:
+    """(``git rev-parse HEAD``, "git") for a clean git checkout, else (sha1 of the listed files'
+    paths and bytes, "content")."""
+    try:
+        top = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel"],
+                             capture_output=True, text=True, timeout=30)
+        if top.returncode == 0 and Path(top.stdout.strip()).resolve() == Path(root).resolve():
+            status = subprocess.run(["git", "-C", str(root), "status", "--porcelain"],
+                                    capture_output=True, text=True, timeout=60)
+            head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"],
+                                  capture_output=True, text=True, timeout=30)
+            if status.returncode == 0 and not status.stdout.strip() and head.returncode == 0:
+                return head.stdout.strip(), "git"
+    except (OSError, subprocess.SubprocessError):
+        pass
+    h = hashlib.sha1()
+    for rel in sorted(files):
+        h.update(rel.encode("utf-8", "surrogateescape") + b"\0")
+        try:
+            h.update((Path(root) / rel).read_bytes())
+        except OSError:
+            pass
+        h.update(b"\0")
+    return h.hexdigest(), "content"
+
+
+def unified_diff(path: str, before: str, after: str) -> str:
+    """A git-style diff of one file relative to the repo root (a/ b/ prefixes)."""
+    a, b = before.splitlines(keepends=True), after.splitlines(keepends=True)
+    lines = []
+    for line in difflib.unified_diff(a, b, fromfile=f"a/{path}", tofile=f"b/{path}"):
+        if not line.endswith("\n"):
+            line += "\n\\ No newline at end of file\n"
+        lines.append(line)
+    return f"diff --git a/{path} b/{path}\n" + "".join(lines)
+
+
+def family_key(mutation: Mutation, distance: int, hint: str = "function") -> str:
+    op = CATALOGUE[mutation.operator].family if mutation.operator in CATALOGUE else mutation.operator
+    return Family(op, 1, hint, Family.bucket(distance)).key
+
+
+def _distance(result: TestResult, mutation: Mutation, span: range, test_source: str | None) -> tuple[int, bool]:
+    """(distance, traceback passes through a bug line) for one failing test."""
+    frames = result.frames
+    test_file = result.nodeid.split("::", 1)[0]
+    through = any(f.path == mutation.path and mutation.line <= f.line <= max(mutation.line, mutation.end_line)
+                  for f in frames)
+    test_idx = max((i for i, f in enumerate(frames) if f.path == test_file), default=None)
+    bug_idx = next((i for i, f in enumerate(frames) if f.path == mutation.path and f.line in span
+                    and (test_idx is None or i > test_idx)), None)
+    if bug_idx is not None:
+        # test frames may repeat (helpers in the test file): count from the last test frame above.
+        above = max((i for i, f in enumerate(frames[:bug_idx]) if f.path == test_file), default=-1)
+        return max(0, bug_idx - above - 1), through
+    name = mutation.function.rsplit(".", 1)[-1]
+    direct = test_source is not None and re.search(rf"\b{re.escape(name)}\b", test_source) is not None
+    return (0 if direct else 1), through
+
+
+def validate(ws: Workspace, runner: TestRunner, baseline: RunResult, coverage: CoverageMap,
+             mutation: Mutation, *, timeouts: dict[str, float], rng: random.Random,
+             sample_others: int = 10, repo: str | None = None,
+             base: tuple[str, str] | None = None, hint: str = "function") -> Task | Rejection:
+    """Apply ``mutation`` in the shadow, run the tests that matter, and return a Task or why not."""
+    source = ws.read(mutation.path)
+    try:
+        mutated = mutation.apply(source)
+    except Exception as exc:  # OperatorError: stale mutation
+        return Rejection("does not apply", str(exc))
+    if mutated == source:
+        return Rejection("no-op")
+    spans = function_spans(source)
+    span_info = spans.get(mutation.function)
+    if span_info is not None:
+        span = range(span_info.def_line, span_info.body.stop)
+    else:
+        span = range(mutation.line, max(mutation.line, mutation.end_line) + 1)
+    passing = set(baseline.passing)
+    covering = sorted(coverage.tests_covering(mutation.path, span) & passing)
+    if not covering:
+        return Rejection("not covered")
+    others = sorted(passing - set(covering))
+    sample = rng.sample(others, min(sample_others, len(others)))
+    wanted = covering + sample
+    with ws.edited({mutation.path: mutated}):
+        first = runner.run(wanted, timeouts=timeouts)
+        if first.collect_errors:
+            return Rejection("breaks collection", first.collect_errors[0].summary)
+        timed = [n for n, t in first.tests.items() if t.outcome == "timeout"]
+        if timed:
+            return Rejection("timeout", timed[0])
+        failing = sorted(n for n in first.failing)
+        if not failing:
+            return Rejection("no test fails")
+        if set(failing) & set(sample):
+            return Rejection("breaks other tests", sorted(set(failing) & set(sample))[0])
+        missing = [n for n in wanted if n not in first.tests]
+        if missing:
+            return Rejection("tests missing", missing[0])
+        second = runner.run(failing, timeouts=timeouts)
+        if second.collect_errors or sorted(second.failing) != failing or any(
+                n not in second.tests for n in failing):
+            return Rejection("flaky", "a second run of the failing tests disagreed")
+    p2p = sorted(n for n in wanted if n not in failing and first.tests[n].passed)
+    test_sources: dict[str, str | None] = {}
+    distances, through = [], False
+    for n in failing:
+        tf = n.split("::", 1)[0]
+        if tf not in test_sources:
+            try:
+                test_sources[tf] = ws.read(tf)
+            except OSError:
+                test_sources[tf] = None
+        d, t = _distance(first.tests[n], mutation, span, test_sources[tf])
+        distances.append(d)
+        through = through or t
+    distance = min(distances)
+    if base is None:
+        base = base_commit(ws.root, ws.python_files())
+    patch = unified_diff(mutation.path, source, mutated)
+    return Task(
+        repo=repo or str(ws.root), base_commit=base[0], base_kind=base[1], patch=patch,
+        FAIL_TO_PASS=failing, PASS_TO_PASS=p2p, family=family_key(mutation, distance, hint),
+        operators=[mutation.operator], distance=distance,
+        file_lines=len(source.splitlines()), traceback_through_bug=through,
+        hint=(f"The bug is in `{mutation.function}` ({mutation.path})" if hint == "function"
+              else f"The bug is in {mutation.path}" if hint == "file" else ""),
+        extra={"bug_function": mutation.function, "bug_path": mutation.path,
+               "bug_line": mutation.line, "description": mutation.description},
+    )
