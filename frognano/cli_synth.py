@@ -33,7 +33,16 @@ def _error(message: str) -> None:
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
               help="Validation worker processes, each with its own shadow copy.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Shuffles the candidate bugs.")
-def synth_command(repos: tuple[Path, ...], out: Path, n: int, workers: int, seed: int) -> None:
+@click.option("--ray", "ray", metavar="ADDRESS", default=None,
+              help="Validate on Ray actors (--workers of them): a cluster address, 'auto', or "
+              "'local' to start a local Ray for the run.")
+@click.option("--hint", type=click.Choice(["function", "file", "test"]), default="function",
+              show_default=True, help="Hint level written into the tasks: names the function, "
+              "only the file, or only the failing tests.")
+@click.option("--bugs", "bugs", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Bugs per task; K > 1 combines K validated single bugs of one file.")
+def synth_command(repos: tuple[Path, ...], out: Path, n: int, workers: int, seed: int,
+                  hint: str = "function", bugs: int = 1, ray: str | None = None) -> None:
     """Inject bugs into green REPOs and keep those the tests catch deterministically."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -51,7 +60,8 @@ def synth_command(repos: tuple[Path, ...], out: Path, n: int, workers: int, seed
                     bars[repo] = bar.add_task(Path(repo).name, total=wanted)
                 bar.update(bars[repo], completed=min(have, wanted))
 
-            summary = synthesize(list(repos), out, n=n, seed=seed, workers=workers, progress=progress)
+            summary = synthesize(list(repos), out, n=n, seed=seed, workers=workers, progress=progress,
+                                 hint=hint, bugs=bugs, ray=ray)
     except FrogNanoError as exc:
         _error(str(exc))
     except OSError as exc:

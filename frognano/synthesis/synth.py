@@ -13,17 +13,18 @@ Workspace shadow slot and TestRunner and receives the baseline and coverage from
 which still makes every decision in candidate order and is the only writer of the store.  Each
 candidate's RNG is derived from (seed, position), so the tasks do not depend on ``workers``;
 workers may validate a few candidates past the n-th task (wasted, never written).
+
+``ray`` (``"local"``, ``"auto"`` or a cluster address) validates on ``workers`` Ray actors instead,
+through the same executor interface as the local pool (``executor.py``): same tasks for a seed.
 """
 
 from __future__ import annotations
 
-import atexit
-import multiprocessing
 import random
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,9 +34,11 @@ from ..sandbox.results import RunResult
 from ..sandbox.runner import RunnerConfig, TestRunner
 from ..sandbox.spectra import CoverageMap
 from ..sandbox.workspace import Workspace
+from .executor import LocalPool, RayPool, ray_cluster
 from .inject import candidate_bugs
 from .store import Task, TaskStore, patch_hash, read_tasks
-from .validate import Rejection, base_commit, baseline_timeouts, unified_diff, validate
+from .frontier import HINTS
+from .validate import Rejection, base_commit, baseline_timeouts, combine, unified_diff, validate
 
 __all__ = ["FamilyStats", "SynthSummary", "synthesize"]
 
@@ -99,6 +102,7 @@ class _Job:
     timeouts: dict[str, float]
     seed: int
     sample_others: int
+    hint: str = "function"
 
 
 def _validate_one(ws: Workspace, runner: TestRunner, coverage: CoverageMap, job: _Job, index: int,
@@ -108,47 +112,67 @@ def _validate_one(ws: Workspace, runner: TestRunner, coverage: CoverageMap, job:
     rng = random.Random(f"{job.seed}:{index}")
     t0 = time.monotonic()
     result = validate(ws, runner, job.baseline, coverage, m, timeouts=job.timeouts, rng=rng,
-                      sample_others=job.sample_others, repo=job.repo, base=job.base)
+                      sample_others=job.sample_others, repo=job.repo, base=job.base, hint=job.hint)
     return result, time.monotonic() - t0
 
 
-# -- the process pool: each worker holds its own shadow slot and TestRunner ----------------------
-_WORKER: dict = {}
+def _combos(ws: Workspace, runner: TestRunner, coverage: CoverageMap, job: _Job, todo: list,
+            bugs: int, n: int, have: int, store: TaskStore, summary: SynthSummary,
+            progress: Progress | None) -> int:
+    """Validate singles in candidate order (in this process); combine each new valid one with
+    ``bugs - 1`` earlier valid ones of the same file until the repo holds ``n`` combinations.
+    Combination statistics are kept under ``b{bugs}:{family}``. Returns the count held."""
+    from itertools import combinations
 
-
-def _worker_init(root: str, config: RunnerConfig, job: _Job) -> None:
-    ws = Workspace(Path(root))
-    ws.open()  # takes a free shadow slot of its own
-    ws.sync()
-    runner = TestRunner(ws, config)
-    _WORKER.update(ws=ws, runner=runner, job=job, coverage=CoverageMap(job.coverage))
-    atexit.register(runner.close)
-    atexit.register(ws.close)
-
-
-def _worker_validate(item: tuple[int, object]) -> tuple[Task | Rejection, float]:
-    index, m = item
-    w = _WORKER
-    return _validate_one(w["ws"], w["runner"], w["coverage"], w["job"], index, m)
-
-
-def _pooled(job: _Job, todo: list, workers: int, config: RunnerConfig) -> Iterator:
-    """Results in candidate order; leaving the generator early cancels what has not started."""
-    ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_worker_init,
-                             initargs=(job.repo, config, job)) as pool:
-        futures = [pool.submit(_worker_validate, item) for item in todo]
-        try:
-            for f in futures:
-                yield f.result()
-        finally:
-            for f in futures:
-                f.cancel()
+    valid: dict[str, list] = defaultdict(list)  # path -> validated single mutations
+    for i, m in todo:
+        stats = summary.families[_fam(m)]
+        stats.tried += 1
+        result, seconds = _validate_one(ws, runner, coverage, job, i, m)
+        stats.seconds += seconds
+        if isinstance(result, Rejection):
+            stats.skips[result.reason] += 1
+            continue
+        stats.valid += 1
+        earlier = list(valid[m.path])
+        valid[m.path].append(m)
+        for j, group in enumerate(combinations(earlier, bugs - 1)):
+            cstats = summary.families[f"b{bugs}:{_fam(m)}"]
+            cstats.tried += 1
+            t0 = time.monotonic()
+            combo = combine(ws, runner, job.baseline, coverage, [m, *group], k=bugs,
+                            timeouts=job.timeouts, rng=random.Random(f"{job.seed}:{i}:c{j}"),
+                            sample_others=job.sample_others, repo=job.repo, base=job.base,
+                            hint=job.hint)
+            cstats.seconds += time.monotonic() - t0
+            if isinstance(combo, Rejection):
+                cstats.skips[combo.reason] += 1
+            elif store.append(combo):
+                cstats.valid += 1
+                have += 1
+                summary.written += 1
+                if progress:
+                    progress(job.repo, have, n)
+            else:
+                cstats.skips["duplicate"] += 1
+            if have >= n:
+                return have
+    return have
 
 
 def synthesize(repos: list[Path], out: Path, *, n: int, seed: int = 0, workers: int = 1,
                progress: Progress | None = None, config: RunnerConfig | None = None,
-               operators: list[str] | None = None, sample_others: int = 10) -> SynthSummary:
+               operators: list[str] | None = None, sample_others: int = 10,
+               hint: str = "function", bugs: int = 1, ray: str | None = None) -> SynthSummary:
+    """``hint`` is the hint level written into the tasks (and their family key); ``bugs`` > 1
+    makes tasks of that many bugs at once: single bugs are validated as usual (not written) and
+    each new valid one is combined with earlier valid ones in the same file (``combine``); only
+    the combinations count toward ``n`` (then validation runs in this process, ``workers`` is
+    not used).  ``ray`` ("local", "auto" or an address) validates on ``workers`` Ray actors."""
+    if hint not in HINTS:
+        raise UsageError(f"--hint must be one of {', '.join(HINTS)}, got {hint!r}")
+    if bugs < 1:
+        raise UsageError(f"--bugs must be at least 1, got {bugs}")
     if n < 1:
         raise UsageError(f"-n must be at least 1, got {n}")
     if workers < 1:
@@ -156,13 +180,14 @@ def synthesize(repos: list[Path], out: Path, *, n: int, seed: int = 0, workers: 
     started = time.monotonic()
     summary = SynthSummary()
     config = config or RunnerConfig()
-    with TaskStore(out) as store:
+    cluster = ray_cluster(ray, num_cpus=max(2, workers)) if ray is not None else nullcontext()
+    with cluster, TaskStore(out) as store:
         for repo_path in repos:
             repo_path = Path(repo_path)
             if not repo_path.is_dir():
                 raise UsageError(f"{repo_path}: not a directory")
             repo = str(repo_path.resolve())
-            held = [t for t in read_tasks(store.path) if t.repo == repo]
+            held = [t for t in read_tasks(store.path) if t.repo == repo and t.n_bugs == bugs]
             have = len(held)
             summary.existing += have
             stored = {patch_hash(t.patch) for t in held}
@@ -182,13 +207,23 @@ def synthesize(repos: list[Path], out: Path, *, n: int, seed: int = 0, workers: 
                     found = candidate_bugs(ws, coverage, operators=operators, rng=random.Random(seed))
                     for i, m in enumerate(found):  # i: position in the full list, stable on resume
                         source = ws.read(m.path)
-                        if patch_hash(unified_diff(m.path, source, m.apply(source))) in stored:
+                        if bugs == 1 and patch_hash(unified_diff(m.path, source, m.apply(source))) in stored:
                             summary.families[_fam(m)].skips["already stored"] += 1
                         else:
                             todo.append((i, m))
-                    job = _Job(repo, base, baseline, coverage.by_test, timeouts, seed, sample_others)
-                    if workers > 1 and len(todo) > 1:
-                        results = _pooled(job, todo, workers, config)
+                    job = _Job(repo, base, baseline, coverage.by_test, timeouts, seed, sample_others, hint)
+                    if bugs > 1:
+                        have = _combos(ws, runner, coverage, job, todo, bugs, n, have, store,
+                                       summary, progress)
+                        summary.per_repo[repo] = have
+                        continue
+                    pool = None
+                    if ray is not None and todo:
+                        pool = RayPool(repo, config, job, workers)
+                    elif workers > 1 and len(todo) > 1:
+                        pool = LocalPool(repo, config, job, workers)
+                    if pool is not None:
+                        results = pool.map(todo)
                     else:
                         results = (_validate_one(ws, runner, coverage, job, i, m) for i, m in todo)
                     try:
@@ -212,6 +247,8 @@ def synthesize(repos: list[Path], out: Path, *, n: int, seed: int = 0, workers: 
                         close = getattr(results, "close", None)
                         if close is not None:
                             close()
+                        if pool is not None:
+                            pool.close()
             summary.per_repo[repo] = have
     summary.families = dict(summary.families)
     summary.seconds = time.monotonic() - started

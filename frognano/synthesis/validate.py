@@ -40,11 +40,13 @@ from ..sandbox.results import RunResult, TestResult
 from ..sandbox.runner import TestRunner
 from ..sandbox.spectra import CoverageMap
 from ..sandbox.workspace import Workspace
-from .frontier import Family
+from ..errors import UsageError
+from .frontier import HINTS, Family
 from .inject import function_spans
 from .store import Task
 
-__all__ = ["Rejection", "base_commit", "baseline_timeouts", "family_key", "unified_diff", "validate"]
+__all__ = ["Rejection", "base_commit", "baseline_timeouts", "combine", "family_key", "hint_text",
+           "unified_diff", "validate"]
 
 
 @dataclass(frozen=True)
@@ -99,9 +101,50 @@ def unified_diff(path: str, before: str, after: str) -> str:
     return f"diff --git a/{path} b/{path}\n" + "".join(lines)
 
 
-def family_key(mutation: Mutation, distance: int, hint: str = "function") -> str:
+def family_key(mutation: Mutation, distance: int, hint: str = "function", bugs: int = 1) -> str:
+    """The family key; for a combination of bugs ``mutation`` is the first (primary) bug."""
     op = CATALOGUE[mutation.operator].family if mutation.operator in CATALOGUE else mutation.operator
-    return Family(op, 1, hint, Family.bucket(distance)).key
+    return Family(op, bugs, hint, Family.bucket(distance)).key
+
+
+def _bug_places(info) -> list[tuple[str, str]]:
+    """(path, function) of each bug in a Task, a Mutation, a list of Mutations or a mapping."""
+    if isinstance(info, Mutation):
+        return [(info.path, info.function)]
+    if isinstance(info, (list, tuple)):
+        return [p for m in info for p in _bug_places(m)]
+    extra = info.extra if isinstance(info, Task) else info
+    if extra.get("bugs"):
+        return [(b["bug_path"], b["bug_function"]) for b in extra["bugs"]]
+    return [(extra.get("bug_path", ""), extra.get("bug_function", ""))]
+
+
+def hint_text(info, level: str, tests: Iterable[str] | None = None) -> str:
+    """The hint shown with a task at ``level`` (a difficulty dial, easiest first):
+
+    * ``"function"``: names the file and the function of each bug;
+    * ``"file"``: names only the file(s);
+    * ``"test"``: names only the failing test ids.
+
+    ``info`` is a Task (its ``extra`` bug fields and FAIL_TO_PASS are used), a Mutation, a list
+    of Mutations, or a mapping with ``bug_path``/``bug_function`` (or ``bugs``: a list of such
+    mappings) and optionally ``FAIL_TO_PASS``; ``tests`` overrides the failing tests.
+    """
+    if level not in HINTS:
+        raise UsageError(f"hint must be one of {', '.join(HINTS)}, got {level!r}")
+    if level == "test":
+        if tests is None:
+            tests = info.FAIL_TO_PASS if isinstance(info, Task) else (
+                info.get("FAIL_TO_PASS", []) if isinstance(info, dict) else [])
+        tests = list(tests)
+        return ("Failing test: " if len(tests) == 1 else "Failing tests: ") + ", ".join(tests)
+    places = list(dict.fromkeys(_bug_places(info)))
+    if level == "file":
+        files = list(dict.fromkeys(p for p, _ in places))
+        return f"The bug is in {files[0]}" if len(files) == 1 else "The bugs are in " + ", ".join(files)
+    if len(places) == 1:
+        return f"The bug is in `{places[0][1]}` ({places[0][0]})"
+    return "The bugs are in " + ", ".join(f"`{f}` ({p})" for p, f in places)
 
 
 def _distance(result: TestResult, mutation: Mutation, span: range, test_source: str | None) -> tuple[int, bool]:
@@ -127,21 +170,60 @@ def validate(ws: Workspace, runner: TestRunner, baseline: RunResult, coverage: C
              sample_others: int = 10, repo: str | None = None,
              base: tuple[str, str] | None = None, hint: str = "function") -> Task | Rejection:
     """Apply ``mutation`` in the shadow, run the tests that matter, and return a Task or why not."""
+    return _check(ws, runner, baseline, coverage, [mutation], timeouts=timeouts, rng=rng,
+                  sample_others=sample_others, repo=repo, base=base, hint=hint)
+
+
+def combine(ws: Workspace, runner: TestRunner, baseline: RunResult, coverage: CoverageMap,
+            mutations: list[Mutation], *, k: int = 2, timeouts: dict[str, float], rng: random.Random,
+            sample_others: int = 10, repo: str | None = None,
+            base: tuple[str, str] | None = None, hint: str = "function") -> Task | Rejection:
+    """A task with ``k`` bugs at once: the first ``k`` of ``mutations`` (bugs already validated
+    one by one, all in the same file, edits not overlapping) applied together in one patch and
+    validated like a single bug (FAIL_TO_PASS: the tests failing with all of them; a second
+    run agrees; the sampled other tests pass).  The family's operator is the first bug's."""
+    if k < 2:
+        raise UsageError(f"a combination needs k >= 2 bugs, got {k}")
+    ms = list(mutations)[:k]
+    if len(ms) < k:
+        return Rejection("too few bugs", f"{len(ms)} < {k}")
+    if len({m.path for m in ms}) != 1:
+        return Rejection("different files")
+    ordered = sorted(ms, key=lambda m: m.start)
+    for a, b in zip(ordered, ordered[1:]):
+        if a.end > b.start or a.line == b.line or max(a.line, a.end_line) >= b.line:
+            return Rejection("overlapping edits", f"{a.description} / {b.description}")
+    return _check(ws, runner, baseline, coverage, ms, timeouts=timeouts, rng=rng,
+                  sample_others=sample_others, repo=repo, base=base, hint=hint)
+
+
+def _check(ws: Workspace, runner: TestRunner, baseline: RunResult, coverage: CoverageMap,
+           mutations: list[Mutation], *, timeouts: dict[str, float], rng: random.Random,
+           sample_others: int = 10, repo: str | None = None,
+           base: tuple[str, str] | None = None, hint: str = "function") -> Task | Rejection:
+    mutation = mutations[0]
     source = ws.read(mutation.path)
+    mutated = source
     try:
-        mutated = mutation.apply(source)
+        for m in sorted(mutations, key=lambda m: m.start, reverse=True):  # from the end backwards
+            mutated = m.apply(mutated)
     except Exception as exc:  # OperatorError: stale mutation
         return Rejection("does not apply", str(exc))
     if mutated == source:
         return Rejection("no-op")
     spans = function_spans(source)
-    span_info = spans.get(mutation.function)
-    if span_info is not None:
-        span = range(span_info.def_line, span_info.body.stop)
-    else:
-        span = range(mutation.line, max(mutation.line, mutation.end_line) + 1)
+    span_of: list[range] = []
+    for m in mutations:
+        span_info = spans.get(m.function)
+        if span_info is not None:
+            span_of.append(range(span_info.def_line, span_info.body.stop))
+        else:
+            span_of.append(range(m.line, max(m.line, m.end_line) + 1))
     passing = set(baseline.passing)
-    covering = sorted(coverage.tests_covering(mutation.path, span) & passing)
+    covering_set: set[str] = set()
+    for span in span_of:
+        covering_set |= coverage.tests_covering(mutation.path, span) & passing
+    covering = sorted(covering_set)
     if not covering:
         return Rejection("not covered")
     others = sorted(passing - set(covering))
@@ -176,20 +258,24 @@ def validate(ws: Workspace, runner: TestRunner, baseline: RunResult, coverage: C
                 test_sources[tf] = ws.read(tf)
             except OSError:
                 test_sources[tf] = None
-        d, t = _distance(first.tests[n], mutation, span, test_sources[tf])
-        distances.append(d)
-        through = through or t
+        for m, span in zip(mutations, span_of):
+            d, t = _distance(first.tests[n], m, span, test_sources[tf])
+            distances.append(d)
+            through = through or t
     distance = min(distances)
     if base is None:
         base = base_commit(ws.root, ws.python_files())
     patch = unified_diff(mutation.path, source, mutated)
+    bugs = [{"bug_function": m.function, "bug_path": m.path, "bug_line": m.line,
+             "description": m.description} for m in mutations]
+    extra = dict(bugs[0])
+    if len(mutations) > 1:
+        extra["bugs"] = bugs
     return Task(
         repo=repo or str(ws.root), base_commit=base[0], base_kind=base[1], patch=patch,
-        FAIL_TO_PASS=failing, PASS_TO_PASS=p2p, family=family_key(mutation, distance, hint),
-        operators=[mutation.operator], distance=distance,
+        FAIL_TO_PASS=failing, PASS_TO_PASS=p2p, family=family_key(mutation, distance, hint, len(mutations)),
+        operators=[m.operator for m in mutations], n_bugs=len(mutations), distance=distance,
         file_lines=len(source.splitlines()), traceback_through_bug=through,
-        hint=(f"The bug is in `{mutation.function}` ({mutation.path})" if hint == "function"
-              else f"The bug is in {mutation.path}" if hint == "file" else ""),
-        extra={"bug_function": mutation.function, "bug_path": mutation.path,
-               "bug_line": mutation.line, "description": mutation.description},
+        hint=hint_text(mutations, hint, tests=failing),
+        extra=extra,
     )

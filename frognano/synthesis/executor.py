@@ -1,0 +1,164 @@
+"""Where synthesis validates candidates: a local process pool or a Ray cluster (DESIGN §5).
+
+Both executors have the same shape: built for one repository (its root, the runner config and
+the picklable ``_Job``), ``map(todo)`` yields one ``(result, seconds)`` per ``(index, mutation)``
+in ``todo``, in that order; closing the generator early stops handing out work, and ``close()``
+releases the workers.  Each worker (a spawned process or a Ray actor) is a ``_Slot``: its own
+Workspace shadow slot and TestRunner, validating through ``synth._validate_one``, so a candidate's
+result does not depend on which executor or worker ran it.
+
+``ray`` is imported only here, and only when a ``RayPool`` or ``ray_cluster`` is used (DESIGN §1).
+"""
+
+from __future__ import annotations
+
+import atexit
+import multiprocessing
+import os
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+
+from ..errors import UsageError
+from ..sandbox.runner import RunnerConfig
+
+__all__ = ["LocalPool", "RayPool", "ray_cluster"]
+
+
+class _Slot:
+    """One worker's state: a shadow slot of its own, a TestRunner, the job and its coverage."""
+
+    def __init__(self, root: str, config: RunnerConfig, job) -> None:
+        from ..sandbox.runner import TestRunner
+        from ..sandbox.spectra import CoverageMap
+        from ..sandbox.workspace import Workspace
+
+        self.ws = Workspace(Path(root))
+        self.ws.open()  # takes a free shadow slot of its own
+        self.ws.sync()
+        self.runner = TestRunner(self.ws, config)
+        self.job = job
+        self.coverage = CoverageMap(job.coverage)
+
+    def validate(self, item: tuple[int, object]):
+        from .synth import _validate_one
+
+        index, m = item
+        return _validate_one(self.ws, self.runner, self.coverage, self.job, index, m)
+
+    def close(self) -> None:
+        self.runner.close()
+        self.ws.close()
+
+
+# -- the local process pool ------------------------------------------------------------------------
+_SLOT: list[_Slot] = []
+
+
+def _pool_init(root: str, config: RunnerConfig, job) -> None:
+    slot = _Slot(root, config, job)
+    _SLOT.append(slot)
+    atexit.register(slot.close)
+
+
+def _pool_validate(item):
+    return _SLOT[0].validate(item)
+
+
+class LocalPool:
+    """``workers`` spawned processes on this machine."""
+
+    def __init__(self, root: str, config: RunnerConfig, job, workers: int) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self._pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_pool_init,
+                                         initargs=(root, config, job))
+
+    def map(self, todo: list) -> Iterator:
+        futures = [self._pool.submit(_pool_validate, item) for item in todo]
+        try:
+            for f in futures:
+                yield f.result()
+        finally:
+            for f in futures:
+                f.cancel()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+# -- Ray ---------------------------------------------------------------------------------------------
+class RayPool:
+    """``workers`` Ray actors (one CPU each) on an already initialised Ray (see ``ray_cluster``).
+
+    At most two candidates per actor are in flight, so stopping early wastes little work.
+    """
+
+    def __init__(self, root: str, config: RunnerConfig, job, workers: int) -> None:
+        import ray
+
+        actor = ray.remote(num_cpus=1)(_Slot)
+        self._actors = [actor.remote(root, config, job) for _ in range(workers)]
+
+    def map(self, todo: list) -> Iterator:
+        import ray
+
+        window = 2 * len(self._actors)
+        pending: deque = deque()
+        items = iter(enumerate(todo))
+        for k, item in items:
+            pending.append(self._actors[k % len(self._actors)].validate.remote(item))
+            if len(pending) >= window:
+                break
+        while pending:
+            yield ray.get(pending.popleft())
+            nxt = next(items, None)
+            if nxt is not None:
+                k, item = nxt
+                pending.append(self._actors[k % len(self._actors)].validate.remote(item))
+
+    def close(self) -> None:
+        import ray
+
+        try:  # release shadow slots and runners politely (after any queued work), then kill
+            ray.get([a.close.remote() for a in self._actors], timeout=60)
+        except Exception:  # noqa: BLE001 - a dead or stuck actor is killed below anyway
+            pass
+        for a in self._actors:
+            ray.kill(a)
+        self._actors = []
+
+
+@contextmanager
+def ray_cluster(address: str, *, num_cpus: int = 2) -> Iterator[None]:
+    """Connect to Ray for the duration of the block.
+
+    ``address`` is ``"local"`` (start a private local Ray with ``num_cpus`` CPUs), ``"auto"`` or a
+    cluster address.  The dashboard is never started.  A Ray already initialised in this process
+    is used as it is; Ray is shut down afterwards only if it was initialised here.  For a local
+    Ray, ``FROGNANO_CACHE_DIR`` (if set) is passed on to the workers through the runtime env.
+    """
+    try:
+        import ray
+    except ImportError as exc:
+        raise UsageError("--ray needs the 'ray' package (pip install 'frognano[ray]')") from exc
+
+    if ray.is_initialized():
+        yield
+        return
+    env_vars = {}
+    if os.environ.get("FROGNANO_CACHE_DIR"):
+        env_vars["FROGNANO_CACHE_DIR"] = os.environ["FROGNANO_CACHE_DIR"]
+    try:
+        if address == "local":
+            ray.init(include_dashboard=False, num_cpus=num_cpus, log_to_driver=False,
+                     runtime_env={"env_vars": env_vars} if env_vars else None)
+        else:
+            ray.init(address=address, log_to_driver=False)  # the cluster decides its dashboard
+    except Exception as exc:  # noqa: BLE001 - ConnectionError, RuntimeError, ValueError...
+        raise UsageError(f"--ray {address}: cannot connect to Ray ({exc})") from exc
+    try:
+        yield
+    finally:
+        ray.shutdown()
