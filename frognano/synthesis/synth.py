@@ -205,9 +205,11 @@ def synthesize(repos: list[Path], out: Path, *, n: int, seed: int = 0, workers: 
                     base = base_commit(ws.root, ws.python_files())
                     todo = []
                     found = candidate_bugs(ws, coverage, operators=operators, rng=random.Random(seed))
+                    # Diffing every candidate costs ~100 s on a library with 15k sites: only do it
+                    # when there are stored tasks to recognise (a resumed run).
+                    check = bugs == 1 and bool(stored)
                     for i, m in enumerate(found):  # i: position in the full list, stable on resume
-                        source = ws.read(m.path)
-                        if bugs == 1 and patch_hash(unified_diff(m.path, source, m.apply(source))) in stored:
+                        if check and patch_hash(unified_diff(m.path, ws.read(m.path), m.apply(ws.read(m.path)))) in stored:
                             summary.families[_fam(m)].skips["already stored"] += 1
                         else:
                             todo.append((i, m))
