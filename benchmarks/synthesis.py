@@ -10,14 +10,18 @@ What it measures
     listed), for both validators alike.
 
     ``frognano``   ``synthesize([repo], out, n=N, seed=S, workers=1,
-                   config=RunnerConfig(python=VENV_PY))``: one coverage run of the suite, the
-                   candidate bugs of ``candidate_bugs`` shuffled by ``seed``, then per candidate
-                   the warm fork server runs only the covering tests plus 10 sampled others, and
-                   reruns the failing ones to check they fail again.  Stops after ``N`` tasks.
+                   config=RunnerConfig(python=VENV_PY))``: one run of the suite with
+                   function-level coverage and, on a second shadow copy at the same time, one in
+                   reverse order (order-dependent tests are excluded); the candidate stream for
+                   ``seed`` (``CandidateStream``: one bug per covered function before a second);
+                   then per candidate the warm fork server runs only the covering tests plus 10
+                   sampled others, reruns the failing ones to check they fail again, and runs
+                   them on the clean code on their own (reversed).  Stops after ``N`` tasks.
     ``swe-smith``  the baseline, what SWE-smith's validation does: for the *same* candidates in
                    the *same* order (the first K that FrogNano tried, K = its ``tried`` count),
                    write the bug into a plain copy of the library and run the WHOLE suite in a
-                   fresh ``VENV_PY -m pytest -q -p no:cacheprovider --junitxml=...`` process,
+                   fresh ``VENV_PY -m pytest -q -p no:cacheprovider --assert=plain
+                   --junitxml=...`` process (``--assert=plain`` as FrogNano uses it),
                    reading pass/fail per test from the JUnit XML.  A candidate is kept when at
                    least one test fails and pytest exits 0/1 (exit 2+ = collection error,
                    rejected; a run past ``5 x baseline suite time + 10 s`` is a timeout, rejected);
@@ -25,8 +29,8 @@ What it measures
                    tests fail (determinism check).
 
     So both validators see the same number of candidates (K), not a fixed time budget.
-    ``seconds`` for FrogNano is ``SynthSummary.seconds`` (everything: shadow sync, the coverage
-    baseline run, listing candidates, the fork server's start, the candidate loop); for the
+    ``seconds`` for FrogNano is ``SynthSummary.seconds`` (everything: shadow syncs, the coverage
+    and reversed runs, listing candidates, the fork servers' start, the candidate loop); for the
     baseline it is the copy of the library plus the candidate loop (its list of candidates is
     given to it for free).  Downloading, unpacking and creating the venv are not timed.
 
@@ -44,8 +48,8 @@ Target: ``frognano`` yields at least 5x as many validated tasks per minute as ``
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
-import random
 import shutil
 import subprocess
 import sys
@@ -109,7 +113,8 @@ def run_suite(py: str, root: Path, xml: Path, extra: list[str], timeout: float |
     """Whole suite in a fresh process; (exit code, {test id: passed}).  Exit code -1: timeout."""
     if xml.exists():
         xml.unlink()
-    cmd = [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={xml}", *extra]
+    # --assert=plain as synthesize uses it: outcomes are all either validator needs.
+    cmd = [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--assert=plain", f"--junitxml={xml}", *extra]
     try:
         proc = subprocess.run(cmd, cwd=root, env=_env(), stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, timeout=timeout)
@@ -139,20 +144,21 @@ def run_frognano(root: Path, py: str, n: int, seed: int, test_args: list[str], o
 
 
 def candidate_list(root: Path, py: str, seed: int, test_args: list[str]):
-    """The candidates ``synthesize`` validates, in its order (same seed, same coverage run)."""
+    """The candidates ``synthesize`` validates, in its order (same seed, same kind of coverage
+    run), as a lazy stream, and the sources they apply to."""
     from frognano.sandbox.runner import RunnerConfig, TestRunner
     from frognano.sandbox.spectra import CoverageMap
     from frognano.sandbox.workspace import Workspace
-    from frognano.synthesis.inject import candidate_bugs
+    from frognano.synthesis.inject import CandidateStream
 
-    with Workspace(root) as ws:
-        ws.sync()
-        with TestRunner(ws, RunnerConfig(python=py, test_args=test_args)) as runner:
-            base = runner.run(None, coverage=True)
-            coverage = CoverageMap.from_run(base)
-            found = candidate_bugs(ws, coverage, rng=random.Random(seed))
-            sources = {m.path: ws.read(m.path) for m in found}
-    return found, sources
+    ws = Workspace(root)
+    ws.open()
+    ws.sync()
+    with TestRunner(ws, RunnerConfig(python=py, test_args=[*test_args, "--assert=plain"])) as runner:
+        base = runner.run(None, coverage="functions")
+    stream = CandidateStream(ws, CoverageMap.from_run(base), seed=seed)
+    sources = {path: ws.read(path) for path, _ in stream.functions}
+    return stream, sources, ws
 
 
 def run_swe_smith(root: Path, py: str, cands, sources: dict[str, str], extra: list[str],
@@ -265,17 +271,24 @@ def main(argv: list[str] | None = None) -> int:
 
         front, skips = run_frognano(root, py, n, args.seed, deselect, scratch / "tasks.jsonl")
         t0 = time.perf_counter()
-        cands, sources = candidate_list(root, py, args.seed, deselect)
+        stream, sources, ws = candidate_list(root, py, args.seed, deselect)
+        cands = list(itertools.islice(stream, front.tried))
+        ws.close()
         listing_s = time.perf_counter() - t0
-        cands = cands[:front.tried]
+        # Sanity: the baseline gets exactly the candidates FrogNano tried.
+        from frognano.synthesis.store import read_tasks
+        from frognano.synthesis.validate import unified_diff
+        patches = {unified_diff(m.path, sources[m.path], m.apply(sources[m.path])) for m in cands}
+        if not all(t.patch in patches for t in read_tasks(scratch / "tasks.jsonl")):
+            raise SystemExit("the candidate list differs from the one synthesize validated")
         base, why = run_swe_smith(root, py, cands, sources, deselect, 5 * suite_s + 10, scratch)
 
         title = (f"Validated tasks per minute: {args.package}, {len(results)} tests, "
                  f"same {front.tried} candidates (seed {args.seed}), python {sys.version.split()[0]}")
         notes = [f"baseline outcomes: {why}",
                  f"frognano rejections: {skips[0]}; its candidate loop {skips[1]:.1f} s of {front.seconds:.1f} s, "
-                 f"the rest is setup (a separate coverage run + candidate listing, as synthesize does "
-                 f"it, took {listing_s:.1f} s)",
+                 f"the rest is setup (for comparison, a separate coverage run + listing the "
+                 f"{front.tried} candidates took {listing_s:.1f} s here)",
                  f"deselected at baseline: {failing or 'none'}"]
         loop = Row("  frognano, candidate loop only", front.tried, front.valid, skips[1])
         print_table(title, [front, loop, base], notes)

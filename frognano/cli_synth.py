@@ -40,7 +40,8 @@ def _error(message: str) -> None:
               show_default=True, help="Hint level written into the tasks: names the function, "
               "only the file, or only the failing tests.")
 @click.option("--bugs", "bugs", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Bugs per task; K > 1 combines K validated single bugs of one file.")
+              help="Bugs per task; K > 1 combines K validated single bugs of one module "
+              "(a file, or files of one package directory).")
 def synth_command(repos: tuple[Path, ...], out: Path, n: int, workers: int, seed: int,
                   hint: str = "function", bugs: int = 1, ray: str | None = None) -> None:
     """Inject bugs into green REPOs and keep those the tests catch deterministically."""
@@ -75,4 +76,14 @@ def synth_command(repos: tuple[Path, ...], out: Path, n: int, workers: int, seed
         table.add_row(fam, str(s.tried), str(s.valid), f"{s.yield_:.0%}", f"{s.seconds:.1f}", skipped)
     Console(highlight=False).print(table)
     for repo, have in summary.per_repo.items():
+        if repo in summary.refused:
+            click.echo(f"{repo}: refused: {summary.refused[repo]}")
+            continue
         click.echo(f"{repo}: {have}/{n} task(s)" + ("" if have >= n else " (candidates ran out)"))
+        dependent = summary.order_dependent.get(repo)
+        if dependent:
+            click.echo(f"  {len(dependent)} test(s) depend on their order, not used: "
+                       + ", ".join(dependent[:3]) + (", ..." if len(dependent) > 3 else ""))
+        over = summary.passed_over.get(repo)
+        if over:
+            click.echo("  passed over: " + ", ".join(f"{why} {count}" for why, count in over.most_common()))

@@ -46,6 +46,7 @@ __all__ = [
     "Site",
     "functions",
     "mutations",
+    "prepare",
 ]
 
 
@@ -1324,16 +1325,27 @@ def iter_sites(prepared: _Prepared, *, lines: Collection[int] | None = None,
     return [(op, ctx, site) for _, op, ctx, site in found]
 
 
+def prepare(source: str) -> _Prepared:
+    """Parse `source` once for several `mutations(..., prepared=...)` calls on it (the parse
+    and position metadata are most of the cost of listing one function's mutations)."""
+    return _Prepared(source)
+
+
 def mutations(source: str, path: str = "", *, lines: Collection[int] | None = None,
               functions: Collection[str] | None = None,
-              operators: Iterable[str] | None = None) -> list[Mutation]:
+              operators: Iterable[str] | None = None,
+              prepared: _Prepared | None = None) -> list[Mutation]:
     """Every mutation the catalogue offers in `source`, filtered, deduplicated, in source order.
 
     `lines` keeps mutations whose node starts on one of those lines; `functions` keeps those
-    qualified names ("Rect.area"); `operators` restricts catalogue names.  Raises OperatorError
-    when the source does not parse or an operator name is unknown.
+    qualified names ("Rect.area"); `operators` restricts catalogue names; `prepared` is
+    `prepare(source)` reused.  Raises OperatorError when the source does not parse or an
+    operator name is unknown.
     """
-    prepared = _Prepared(source)
+    if prepared is None:
+        prepared = _Prepared(source)
+    elif prepared.source != source:
+        raise OperatorError("`prepared` was made from another source")
     out: list[Mutation] = []
     seen: set[tuple[int, str, str]] = set()
     with warnings.catch_warnings():

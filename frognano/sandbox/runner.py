@@ -167,11 +167,16 @@ class TestRunner:
         nodeids: Sequence[str] | None = None,
         *,
         args: Sequence[str] = (),
-        coverage: bool = False,
+        coverage: bool | str = False,
         timeouts: dict[str, float] | None = None,
         cancel: threading.Event | None = None,
+        reverse: bool = False,
     ) -> RunResult:
         """Run ``nodeids`` (all tests when None) and return every test's structured result.
+
+        ``coverage``: False, True (every line each test runs, and its last line) or
+        ``"functions"`` (cheaper: exact about which functions each test enters, lines sampled;
+        see the worker's ``FunctionTracer``).  ``reverse`` runs the tests in reverse order.
 
         ``cancel`` (default: ``self.cancel``) kills the run in flight when set; the result then
         has ``cancelled`` set and holds only the tests that finished.
@@ -184,7 +189,7 @@ class TestRunner:
             return total
         pending = list(nodeids) if nodeids is not None else None
         for _ in range(_MAX_RELAUNCHES):
-            part, running, killed, code = self._run_once(pending, args, coverage, timeouts or {}, cancel)
+            part, running, killed, code = self._run_once(pending, args, (coverage, reverse), timeouts or {}, cancel)
             total.merge(part)
             if cancel is not None and cancel.is_set():
                 total.cancelled = True  # the killed test is not a timeout or a crash: no verdict
@@ -233,8 +238,9 @@ class TestRunner:
         self.close()
 
     # -- one launch -----------------------------------------------------------------------
-    def _request(self, nodeids: Sequence[str] | None, args: Sequence[str], coverage: bool,
-                 timeouts: dict[str, float]) -> dict:
+    def _request(self, nodeids: Sequence[str] | None, args: Sequence[str],
+                 options: tuple[bool | str, bool], timeouts: dict[str, float]) -> dict:
+        coverage, reverse = options
         n = next(self._counter)
         results = self.dir / f"results-{n}.jsonl"
         results.unlink(missing_ok=True)
@@ -255,13 +261,14 @@ class TestRunner:
             "timeout": self.config.timeout,
             "timeouts": timeouts,
             "coverage": coverage,
+            "reverse": reverse,
             "max_output": self.config.max_output,
             "limits": {"memory_mb": self.config.memory_mb, "fsize_mb": self.config.fsize_mb,
                        "cpu_seconds": cpu},
         }
 
-    def _run_once(self, nodeids, args, coverage, timeouts, cancel=None):
-        req = self._request(nodeids, args, coverage, timeouts)
+    def _run_once(self, nodeids, args, options, timeouts, cancel=None):
+        req = self._request(nodeids, args, options, timeouts)
         watch = _Watch(Path(req["results"]), self.config.timeout, timeouts, self.config.collect_timeout)
         watch.cancel = cancel
         if not self._server_failed and self._server is None:
@@ -273,7 +280,7 @@ class TestRunner:
             except _ServerLost as exc:
                 log.warning("warm test server lost (%s); using fresh processes", exc)
                 self._server, self._server_failed, self.warm_reason = None, True, str(exc)
-                req = self._request(nodeids, args, coverage, timeouts)
+                req = self._request(nodeids, args, options, timeouts)
                 watch = _Watch(Path(req["results"]), self.config.timeout, timeouts, self.config.collect_timeout)
                 killed, code = self._run_fresh(req, watch)
         else:

@@ -2,8 +2,8 @@
 
 Both executors have the same shape: built for one repository (its root, the runner config and
 the picklable ``_Job``), ``map(todo)`` yields one ``(result, seconds)`` per ``(index, mutation)``
-in ``todo``, in that order; closing the generator early stops handing out work, and ``close()``
-releases the workers.  Each worker (a spawned process or a Ray actor) is a ``_Slot``: its own
+in ``todo`` (any iterable, drawn lazily), in that order; closing the generator early stops
+handing out work, and ``close()`` releases the workers.  Each worker (a spawned process or a Ray actor) is a ``_Slot``: its own
 Workspace shadow slot and TestRunner, validating through ``synth._validate_one``, so a candidate's
 result does not depend on which executor or worker ran it.
 
@@ -16,7 +16,7 @@ import atexit
 import multiprocessing
 import os
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -72,16 +72,28 @@ class LocalPool:
 
     def __init__(self, root: str, config: RunnerConfig, job, workers: int) -> None:
         ctx = multiprocessing.get_context("spawn")
+        self._workers = workers
         self._pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_pool_init,
                                          initargs=(root, config, job))
 
-    def map(self, todo: list) -> Iterator:
-        futures = [self._pool.submit(_pool_validate, item) for item in todo]
+    def map(self, todo: Iterable) -> Iterator:
+        """Results in ``todo`` order; at most ``2 x workers`` candidates are in flight, so a lazy
+        ``todo`` is only drawn as far as needed and stopping early wastes little work."""
+        window = 2 * self._workers
+        pending: deque = deque()
+        items = iter(todo)
         try:
-            for f in futures:
-                yield f.result()
+            for item in items:
+                pending.append(self._pool.submit(_pool_validate, item))
+                if len(pending) >= window:
+                    break
+            while pending:
+                yield pending.popleft().result()
+                nxt = next(items, None)
+                if nxt is not None:
+                    pending.append(self._pool.submit(_pool_validate, nxt))
         finally:
-            for f in futures:
+            for f in pending:
                 f.cancel()
 
     def close(self) -> None:
@@ -101,12 +113,12 @@ class RayPool:
         actor = ray.remote(num_cpus=1)(_Slot)
         self._actors = [actor.remote(root, config, job) for _ in range(workers)]
 
-    def map(self, todo: list) -> Iterator:
+    def map(self, todo: Iterable) -> Iterator:
         import ray
 
         window = 2 * len(self._actors)
         pending: deque = deque()
-        items = iter(enumerate(todo))
+        items = enumerate(todo)
         for k, item in items:
             pending.append(self._actors[k % len(self._actors)].validate.remote(item))
             if len(pending) >= window:
@@ -130,6 +142,67 @@ class RayPool:
         self._actors = []
 
 
+def _check_ray_address(address: str, timeout: float = 3.0) -> None:
+    """Raise ``UsageError`` in seconds when nothing listens at a Ray ``address``.
+
+    ``ray.init`` retries an unreachable GCS for minutes (measured: over 3 min for a closed port
+    on localhost), so a typo in ``--ray`` would look like a hang.  One TCP connect settles it.
+    ``ray://host[:port]`` is a Ray client server (default port 10001), ``host[:port]`` a GCS
+    (default 6379); IPv6 hosts go in brackets.  Other schemes are left to Ray.
+    """
+    import socket
+
+    given = address  # what the user typed, for the messages
+    if address == "auto":
+        # ray.init("auto") takes RAY_ADDRESS, else the address of the last `ray start` on this
+        # machine (a stale one hangs like any dead address), else fails at once.  The lookup is
+        # Ray's private API, so when it moves, fall back to Ray's own behaviour.
+        target = os.environ.get("RAY_ADDRESS")
+        if not target:
+            try:
+                from ray._private.services import get_ray_address_from_environment
+            except ImportError:
+                return
+            try:
+                target = get_ray_address_from_environment("auto", None)
+            except ConnectionError as exc:
+                raise UsageError("--ray auto: no running Ray cluster found on this machine and "
+                                 "RAY_ADDRESS is not set; start one with `ray start --head` or "
+                                 "use --ray local") from exc
+            except Exception:  # noqa: BLE001 - an internal change: let ray.init report it
+                return
+        if not target or target in ("auto", "local"):
+            return
+        address = target
+    scheme, sep, rest = address.partition("://")
+    if not sep:
+        scheme, rest = "", address
+    elif scheme != "ray":
+        return
+    default_port = 10001 if scheme == "ray" else 6379
+    rest = rest.split("/", 1)[0]
+    if rest.startswith("["):
+        host, _, tail = rest[1:].partition("]")
+        port = tail[1:] if tail.startswith(":") else tail
+    else:
+        host, sep, port = rest.rpartition(":")
+        if not sep:
+            host, port = rest, ""
+    if not host or (":" in host and not rest.startswith("[")) or not (port == "" or port.isdigit()):
+        raise UsageError(f"--ray {given}: not a Ray address (want host:port, ray://host:port, "
+                         "'auto' or 'local')")
+    port_no = int(port) if port else default_port
+    if not 0 < port_no < 65536:
+        raise UsageError(f"--ray {given}: port {port_no} is out of range")
+    try:
+        socket.create_connection((host, port_no), timeout=timeout).close()
+    except OSError as exc:
+        reason = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+        shown = f"[{host}]" if ":" in host else host
+        raise UsageError(f"--ray {given}: cannot reach a Ray cluster at {shown}:{port_no} "
+                         f"({reason}); start one with `ray start --head` or use --ray local") from exc
+
+
 @contextmanager
 def ray_cluster(address: str, *, num_cpus: int = 2) -> Iterator[None]:
     """Connect to Ray for the duration of the block.
@@ -147,12 +220,15 @@ def ray_cluster(address: str, *, num_cpus: int = 2) -> Iterator[None]:
     if ray.is_initialized():
         yield
         return
+    if address != "local":
+        _check_ray_address(address)  # before ray.init, which retries a dead address for minutes
     env_vars = {}
     if os.environ.get("FROGNANO_CACHE_DIR"):
         env_vars["FROGNANO_CACHE_DIR"] = os.environ["FROGNANO_CACHE_DIR"]
     try:
         if address == "local":
-            ray.init(include_dashboard=False, num_cpus=num_cpus, log_to_driver=False,
+            # address="local": start a private Ray even if a `ray start` cluster runs here.
+            ray.init(address="local", include_dashboard=False, num_cpus=num_cpus, log_to_driver=False,
                      runtime_env={"env_vars": env_vars} if env_vars else None)
         else:
             ray.init(address=address, log_to_driver=False)  # the cluster decides its dashboard

@@ -1,9 +1,11 @@
 """Synthesise validated bug tasks from green repositories (DESIGN §5).
 
-Per repository: sync the shadow, run the whole suite once with coverage (the baseline; a repo
-whose suite is not green is refused with a UsageError), list candidate bugs in covered code,
-shuffle them by ``seed``, and validate them one by one until the repo holds ``n`` tasks in the
-output store or the candidates run out.  Tasks already in the store for that repo count toward
+Per repository: sync the shadow, run the whole suite once with function-level coverage (the
+baseline; a repo whose suite is not green before any mutation is refused: recorded in the
+summary, and a UsageError when every repo is refused), run it again in reverse order (tests that
+then fail depend on their order and are never used), stream the candidate bugs in covered code
+(``CandidateStream``, ordered by ``seed``, listed lazily), and validate them one by one until
+the repo holds ``n`` tasks in the output store or the candidates run out.  Tasks already in the store for that repo count toward
 ``n``, so re-running the same command resumes; a candidate whose patch is already stored is
 skipped without running tests.  Statistics are kept per operator family
 (``CATALOGUE[op].family``): the full family key (hint, distance) is only known once a bug is valid.
@@ -20,12 +22,14 @@ through the same executor interface as the local pool (``executor.py``): same ta
 
 from __future__ import annotations
 
+import logging
 import random
+import threading
 import time
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..errors import UsageError
@@ -35,12 +39,14 @@ from ..sandbox.runner import RunnerConfig, TestRunner
 from ..sandbox.spectra import CoverageMap
 from ..sandbox.workspace import Workspace
 from .executor import LocalPool, RayPool, ray_cluster
-from .inject import candidate_bugs
+from .inject import CandidateStream, pre_parse
 from .store import Task, TaskStore, patch_hash, read_tasks
 from .frontier import HINTS
-from .validate import Rejection, base_commit, baseline_timeouts, combine, unified_diff, validate
+from .validate import Rejection, base_commit, baseline_timeouts, combine, module_of, unified_diff, validate
 
 __all__ = ["FamilyStats", "SynthSummary", "synthesize"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -61,6 +67,9 @@ class SynthSummary:
     written: int = 0  # new tasks appended
     existing: int = 0  # tasks already in the store for these repos
     per_repo: dict[str, int] = field(default_factory=dict)  # tasks held per repo after the run
+    refused: dict[str, str] = field(default_factory=dict)  # repo -> why it was not used
+    passed_over: dict[str, Counter] = field(default_factory=dict)  # repo -> skipped files/functions
+    order_dependent: dict[str, list[str]] = field(default_factory=dict)  # repo -> tests not used
     seconds: float = 0.0
 
     @property
@@ -74,17 +83,71 @@ class SynthSummary:
 Progress = Callable[[str, int, int], None]  # (repo, tasks held, n)
 
 
+class _Refused(Exception):
+    """A repository that cannot be used (its suite is not green before any mutation)."""
+
+
 def _baseline(ws: Workspace, runner: TestRunner, repo: Path):
-    run = runner.run(None, coverage=True)
+    # Function-level coverage is all synthesis needs (which tests run a mutated function), at
+    # about half the cost of full line tracing.
+    run = runner.run(None, coverage="functions")
     if run.collect_errors:
-        raise UsageError(f"{repo}: the test suite does not collect at baseline "
-                         f"({run.collect_errors[0].summary}); synthesis needs a green suite")
+        raise _Refused(f"the test suite does not collect ({run.collect_errors[0].summary})")
+    timed = [n for n, t in run.tests.items() if t.outcome == "timeout"]
+    if timed:
+        raise _Refused(f"{len(timed)} test(s) hang before any mutation (e.g. {timed[0]})")
     if run.failing:
-        raise UsageError(f"{repo}: {len(run.failing)} test(s) fail at baseline (e.g. {run.failing[0]}); "
-                         f"synthesis needs a green suite")
+        raise _Refused(f"{len(run.failing)} test(s) fail before any mutation (e.g. {run.failing[0]})")
     if not run.passing:
-        raise UsageError(f"{repo}: no passing tests at baseline; synthesis needs a green suite")
+        raise _Refused("no passing tests")
     return run
+
+
+def _order_dependent(runner: TestRunner, baseline: RunResult) -> set[str]:
+    """Tests that passed in the baseline's order but not in reverse order.
+
+    Validation runs subsets of the suite, and a task's tests are replayed in whatever order the
+    harness likes: a test that passes only after some other test (shared state, a cache, a
+    fixture's side effect) would give tasks that fail for reasons unrelated to the bug."""
+    reverse = runner.run(None, reverse=True)
+    return {n for n in baseline.passing if n not in reverse.tests or not reverse.tests[n].passed}
+
+
+def _setup_runs(repo_path: Path, ws: Workspace, runner: TestRunner, config: RunnerConfig):
+    """(baseline, order-dependent tests, pre-parsed sources) for one repository.
+
+    The coverage baseline (``runner``) and the reversed run (a second shadow slot and runner)
+    go on at the same time, and the second thread then parses source files with libcst for
+    the candidate stream until the baseline is done: on two cores the whole set-up takes about
+    as long as the coverage run alone.  Without a free second slot the runs go one after the
+    other."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    done = threading.Event()
+    parsed: dict = {}
+
+    def reverse_then_parse() -> set[str] | None:
+        try:
+            with Workspace(repo_path) as other:
+                other.sync()
+                with TestRunner(other, config) as second:
+                    reverse = second.run(None, reverse=True)
+        except UsageError:  # no free shadow slot
+            return None
+        finally:
+            pre_parse(ws, parsed, done)
+        return {n for n, t in reverse.tests.items() if t.passed}
+
+    with ThreadPoolExecutor(1, thread_name_prefix="frognano-reverse") as pool:
+        future = pool.submit(reverse_then_parse)
+        try:
+            baseline = _baseline(ws, runner, repo_path)
+        finally:
+            done.set()
+        passed_reversed = future.result()
+    if passed_reversed is None:
+        return baseline, _order_dependent(runner, baseline), parsed
+    return baseline, set(baseline.passing) - passed_reversed, parsed
 
 
 def _fam(m) -> str:
@@ -103,6 +166,7 @@ class _Job:
     seed: int
     sample_others: int
     hint: str = "function"
+    excluded: frozenset = frozenset()  # order-dependent tests: never run, never in a task
 
 
 def _validate_one(ws: Workspace, runner: TestRunner, coverage: CoverageMap, job: _Job, index: int,
@@ -112,7 +176,8 @@ def _validate_one(ws: Workspace, runner: TestRunner, coverage: CoverageMap, job:
     rng = random.Random(f"{job.seed}:{index}")
     t0 = time.monotonic()
     result = validate(ws, runner, job.baseline, coverage, m, timeouts=job.timeouts, rng=rng,
-                      sample_others=job.sample_others, repo=job.repo, base=job.base, hint=job.hint)
+                      sample_others=job.sample_others, repo=job.repo, base=job.base, hint=job.hint,
+                      exclude=job.excluded)
     return result, time.monotonic() - t0
 
 
@@ -120,11 +185,12 @@ def _combos(ws: Workspace, runner: TestRunner, coverage: CoverageMap, job: _Job,
             bugs: int, n: int, have: int, store: TaskStore, summary: SynthSummary,
             progress: Progress | None) -> int:
     """Validate singles in candidate order (in this process); combine each new valid one with
-    ``bugs - 1`` earlier valid ones of the same file until the repo holds ``n`` combinations.
+    ``bugs - 1`` earlier valid ones of the same module (file or package directory,
+    ``validate.module_of``) until the repo holds ``n`` combinations.
     Combination statistics are kept under ``b{bugs}:{family}``. Returns the count held."""
     from itertools import combinations
 
-    valid: dict[str, list] = defaultdict(list)  # path -> validated single mutations
+    valid: dict[str, list] = defaultdict(list)  # module -> validated single mutations
     for i, m in todo:
         stats = summary.families[_fam(m)]
         stats.tried += 1
@@ -134,8 +200,8 @@ def _combos(ws: Workspace, runner: TestRunner, coverage: CoverageMap, job: _Job,
             stats.skips[result.reason] += 1
             continue
         stats.valid += 1
-        earlier = list(valid[m.path])
-        valid[m.path].append(m)
+        earlier = list(valid[module_of(m.path)])
+        valid[module_of(m.path)].append(m)
         for j, group in enumerate(combinations(earlier, bugs - 1)):
             cstats = summary.families[f"b{bugs}:{_fam(m)}"]
             cstats.tried += 1
@@ -143,7 +209,7 @@ def _combos(ws: Workspace, runner: TestRunner, coverage: CoverageMap, job: _Job,
             combo = combine(ws, runner, job.baseline, coverage, [m, *group], k=bugs,
                             timeouts=job.timeouts, rng=random.Random(f"{job.seed}:{i}:c{j}"),
                             sample_others=job.sample_others, repo=job.repo, base=job.base,
-                            hint=job.hint)
+                            hint=job.hint, exclude=job.excluded)
             cstats.seconds += time.monotonic() - t0
             if isinstance(combo, Rejection):
                 cstats.skips[combo.reason] += 1
@@ -180,6 +246,10 @@ def synthesize(repos: list[Path], out: Path, *, n: int, seed: int = 0, workers: 
     started = time.monotonic()
     summary = SynthSummary()
     config = config or RunnerConfig()
+    # Validation needs outcomes, not pytest's rewritten assertion messages: without rewriting,
+    # each run skips re-parsing and rewriting the test modules it imports (the shadow keeps no
+    # bytecode), ~0.2 s a run on a 5,000-line test module.
+    config = replace(config, test_args=[*config.test_args, "--assert=plain"])
     cluster = ray_cluster(ray, num_cpus=max(2, workers)) if ray is not None else nullcontext()
     with cluster, TaskStore(out) as store:
         for repo_path in repos:
@@ -199,37 +269,51 @@ def synthesize(repos: list[Path], out: Path, *, n: int, seed: int = 0, workers: 
             with Workspace(repo_path) as ws:
                 ws.sync()
                 with TestRunner(ws, config) as runner:
-                    baseline = _baseline(ws, runner, repo_path)
+                    try:
+                        baseline, excluded, parsed = _setup_runs(repo_path, ws, runner, config)
+                    except _Refused as exc:
+                        summary.refused[repo] = f"{exc}; synthesis needs a green suite"
+                        summary.per_repo[repo] = have
+                        log.warning("%s: refused: %s", repo, summary.refused[repo])
+                        continue
+                    if excluded:
+                        summary.order_dependent[repo] = sorted(excluded)
+                        log.warning("%s: %d test(s) depend on their order, not used: %s", repo,
+                                    len(excluded), ", ".join(sorted(excluded)[:5]))
                     coverage = CoverageMap.from_run(baseline)
                     timeouts = baseline_timeouts(baseline, config.timeout)
                     base = base_commit(ws.root, ws.python_files())
-                    todo = []
-                    found = candidate_bugs(ws, coverage, operators=operators, rng=random.Random(seed))
-                    # Diffing every candidate costs ~100 s on a library with 15k sites: only do it
-                    # when there are stored tasks to recognise (a resumed run).
-                    check = bugs == 1 and bool(stored)
-                    for i, m in enumerate(found):  # i: position in the full list, stable on resume
-                        if check and patch_hash(unified_diff(m.path, ws.read(m.path), m.apply(ws.read(m.path)))) in stored:
-                            summary.families[_fam(m)].skips["already stored"] += 1
-                        else:
-                            todo.append((i, m))
-                    job = _Job(repo, base, baseline, coverage.by_test, timeouts, seed, sample_others, hint)
+                    stream = CandidateStream(ws, coverage, operators=operators, seed=seed, parsed=parsed)
+                    summary.passed_over[repo] = stream.skips
+                    todo = _unstored(ws, stream, stored if bugs == 1 else set(), summary)
+                    job = _Job(repo, base, baseline, coverage.by_test, timeouts, seed, sample_others, hint,
+                               frozenset(excluded))
                     if bugs > 1:
                         have = _combos(ws, runner, coverage, job, todo, bugs, n, have, store,
                                        summary, progress)
                         summary.per_repo[repo] = have
                         continue
                     pool = None
-                    if ray is not None and todo:
+                    if ray is not None:
                         pool = RayPool(repo, config, job, workers)
-                    elif workers > 1 and len(todo) > 1:
+                    elif workers > 1:
                         pool = LocalPool(repo, config, job, workers)
+                    # `handed` records what the executor drew from the lazy `todo`, in order,
+                    # so each result is paired with its candidate.
+                    handed: deque = deque()
+
+                    def draw(todo=todo, handed=handed):
+                        for item in todo:
+                            handed.append(item)
+                            yield item
+
                     if pool is not None:
-                        results = pool.map(todo)
+                        results = pool.map(draw())
                     else:
-                        results = (_validate_one(ws, runner, coverage, job, i, m) for i, m in todo)
+                        results = (_validate_one(ws, runner, coverage, job, i, m) for i, m in draw())
                     try:
-                        for (_, m), (result, seconds) in zip(todo, results):
+                        for result, seconds in results:
+                            _, m = handed.popleft()  # results come in the order drawn
                             stats = summary.families[_fam(m)]
                             stats.tried += 1
                             stats.seconds += seconds
@@ -254,4 +338,18 @@ def synthesize(repos: list[Path], out: Path, *, n: int, seed: int = 0, workers: 
             summary.per_repo[repo] = have
     summary.families = dict(summary.families)
     summary.seconds = time.monotonic() - started
+    if summary.refused and len(summary.refused) == len(repos):
+        raise UsageError("; ".join(f"{r}: {why}" for r, why in summary.refused.items()))
     return summary
+
+
+def _unstored(ws: Workspace, stream: CandidateStream, stored: set[str], summary: SynthSummary):
+    """``(position, mutation)`` for each candidate of ``stream`` whose patch is not stored yet.
+
+    The position counts every candidate (stable when resuming); the diff is computed only when
+    there are stored tasks to recognise, and only for candidates actually drawn."""
+    for i, m in enumerate(stream):
+        if stored and patch_hash(unified_diff(m.path, ws.read(m.path), m.apply(ws.read(m.path)))) in stored:
+            summary.families[_fam(m)].skips["already stored"] += 1
+            continue
+        yield i, m

@@ -9,7 +9,11 @@ baseline-passing tests.  A bug is kept when
 * no test times out ("timeout": per-test limits come from baseline durations, so a mutant that
   loops forever costs seconds) and collection still works ("breaks collection");
 * no sampled test outside the coverage set fails ("breaks other tests": a side effect the
-  coverage map does not explain, e.g. at import time).
+  coverage map does not explain, e.g. at import time);
+* no test runs out of memory or kills its process ("exhausts memory", "crashes the test
+  process": outcomes that depend on the machine's limits);
+* the failing tests pass on the clean code when run on their own in reverse order (else
+  "order-dependent test": it passed at baseline only thanks to the tests before it).
 
 ``PASS_TO_PASS`` lists the tests that were run and passed (verified, not assumed).
 
@@ -21,17 +25,18 @@ Difficulty features:
   value that the test later checked) the estimate is 0 when the test file names the function
   directly, else 1.  The minimum over the failing tests.
 * ``traceback_through_bug``: some failing test's traceback has a frame on a mutated line.
-* ``file_lines``: lines of the mutated file.
+* ``file_lines``: lines of the mutated file (of all mutated files, for bugs in several files).
 """
 
 from __future__ import annotations
 
 import difflib
 import hashlib
+import posixpath
 import random
 import re
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,7 +51,7 @@ from .inject import function_spans
 from .store import Task
 
 __all__ = ["Rejection", "base_commit", "baseline_timeouts", "combine", "family_key", "hint_text",
-           "unified_diff", "validate"]
+           "module_of", "unified_diff", "validate"]
 
 
 @dataclass(frozen=True)
@@ -99,6 +104,11 @@ def unified_diff(path: str, before: str, after: str) -> str:
             line += "\n\\ No newline at end of file\n"
         lines.append(line)
     return f"diff --git a/{path} b/{path}\n" + "".join(lines)
+
+
+def module_of(path: str) -> str:
+    """The module a file belongs to for combinations: its package directory."""
+    return posixpath.dirname(path)
 
 
 def family_key(mutation: Mutation, distance: int, hint: str = "function", bugs: int = 1) -> str:
@@ -168,74 +178,93 @@ def _distance(result: TestResult, mutation: Mutation, span: range, test_source: 
 def validate(ws: Workspace, runner: TestRunner, baseline: RunResult, coverage: CoverageMap,
              mutation: Mutation, *, timeouts: dict[str, float], rng: random.Random,
              sample_others: int = 10, repo: str | None = None,
-             base: tuple[str, str] | None = None, hint: str = "function") -> Task | Rejection:
-    """Apply ``mutation`` in the shadow, run the tests that matter, and return a Task or why not."""
+             base: tuple[str, str] | None = None, hint: str = "function",
+             exclude: Collection[str] = ()) -> Task | Rejection:
+    """Apply ``mutation`` in the shadow, run the tests that matter, and return a Task or why not.
+
+    ``exclude``: tests never used (e.g. found to depend on their order at baseline)."""
     return _check(ws, runner, baseline, coverage, [mutation], timeouts=timeouts, rng=rng,
-                  sample_others=sample_others, repo=repo, base=base, hint=hint)
+                  sample_others=sample_others, repo=repo, base=base, hint=hint, exclude=exclude)
 
 
 def combine(ws: Workspace, runner: TestRunner, baseline: RunResult, coverage: CoverageMap,
             mutations: list[Mutation], *, k: int = 2, timeouts: dict[str, float], rng: random.Random,
             sample_others: int = 10, repo: str | None = None,
-            base: tuple[str, str] | None = None, hint: str = "function") -> Task | Rejection:
+            base: tuple[str, str] | None = None, hint: str = "function",
+            exclude: Collection[str] = ()) -> Task | Rejection:
     """A task with ``k`` bugs at once: the first ``k`` of ``mutations`` (bugs already validated
-    one by one, all in the same file, edits not overlapping) applied together in one patch and
-    validated like a single bug (FAIL_TO_PASS: the tests failing with all of them; a second
-    run agrees; the sampled other tests pass).  The family's operator is the first bug's."""
+    one by one, all in one module: the same file or files of the same package directory, edits
+    not overlapping) applied together in one patch and validated like a single bug
+    (FAIL_TO_PASS: the tests failing with all of them; a second run agrees; the sampled other
+    tests pass).  The family's operator is the first bug's."""
     if k < 2:
         raise UsageError(f"a combination needs k >= 2 bugs, got {k}")
     ms = list(mutations)[:k]
     if len(ms) < k:
         return Rejection("too few bugs", f"{len(ms)} < {k}")
-    if len({m.path for m in ms}) != 1:
-        return Rejection("different files")
-    ordered = sorted(ms, key=lambda m: m.start)
-    for a, b in zip(ordered, ordered[1:]):
-        if a.end > b.start or a.line == b.line or max(a.line, a.end_line) >= b.line:
-            return Rejection("overlapping edits", f"{a.description} / {b.description}")
+    if len({module_of(m.path) for m in ms}) != 1:
+        return Rejection("different modules")
+    for path in {m.path for m in ms}:
+        ordered = sorted((m for m in ms if m.path == path), key=lambda m: m.start)
+        for a, b in zip(ordered, ordered[1:]):
+            if a.end > b.start or a.line == b.line or max(a.line, a.end_line) >= b.line:
+                return Rejection("overlapping edits", f"{a.description} / {b.description}")
     return _check(ws, runner, baseline, coverage, ms, timeouts=timeouts, rng=rng,
-                  sample_others=sample_others, repo=repo, base=base, hint=hint)
+                  sample_others=sample_others, repo=repo, base=base, hint=hint, exclude=exclude)
 
 
 def _check(ws: Workspace, runner: TestRunner, baseline: RunResult, coverage: CoverageMap,
            mutations: list[Mutation], *, timeouts: dict[str, float], rng: random.Random,
            sample_others: int = 10, repo: str | None = None,
-           base: tuple[str, str] | None = None, hint: str = "function") -> Task | Rejection:
+           base: tuple[str, str] | None = None, hint: str = "function",
+           exclude: Collection[str] = ()) -> Task | Rejection:
     mutation = mutations[0]
-    source = ws.read(mutation.path)
-    mutated = source
+    paths = list(dict.fromkeys(m.path for m in mutations))  # the primary bug's file first
+    sources = {path: ws.read(path) for path in paths}
+    mutated = dict(sources)
     try:
         for m in sorted(mutations, key=lambda m: m.start, reverse=True):  # from the end backwards
-            mutated = m.apply(mutated)
+            mutated[m.path] = m.apply(mutated[m.path])
     except Exception as exc:  # OperatorError: stale mutation
         return Rejection("does not apply", str(exc))
-    if mutated == source:
+    if mutated == sources:
         return Rejection("no-op")
-    spans = function_spans(source)
+    spans_in = {path: function_spans(sources[path]) for path in paths}
     span_of: list[range] = []
     for m in mutations:
-        span_info = spans.get(m.function)
+        span_info = spans_in[m.path].get(m.function)
         if span_info is not None:
             span_of.append(range(span_info.def_line, span_info.body.stop))
         else:
             span_of.append(range(m.line, max(m.line, m.end_line) + 1))
     passing = set(baseline.passing)
     covering_set: set[str] = set()
-    for span in span_of:
-        covering_set |= coverage.tests_covering(mutation.path, span) & passing
-    covering = sorted(covering_set)
+    for m, span in zip(mutations, span_of):
+        covering_set |= coverage.tests_covering(m.path, span) & passing
+    if covering_set and covering_set <= set(exclude):
+        return Rejection("only order-dependent tests cover it", sorted(covering_set)[0])
+    passing -= set(exclude)
+    covering = sorted(covering_set & passing)
     if not covering:
         return Rejection("not covered")
     others = sorted(passing - set(covering))
     sample = rng.sample(others, min(sample_others, len(others)))
     wanted = covering + sample
-    with ws.edited({mutation.path: mutated}):
+    with ws.edited(mutated):
         first = runner.run(wanted, timeouts=timeouts)
         if first.collect_errors:
             return Rejection("breaks collection", first.collect_errors[0].summary)
         timed = [n for n, t in first.tests.items() if t.outcome == "timeout"]
         if timed:
             return Rejection("timeout", timed[0])
+        # Memory exhaustion and dead processes depend on the machine's limits, not on the code
+        # alone: a task must fail the same way wherever it is replayed.
+        oom = [n for n, t in first.tests.items() if "MemoryError" in t.message.split("\n", 1)[0]]
+        if oom:
+            return Rejection("exhausts memory", oom[0])
+        crashed = [n for n, t in first.tests.items() if t.outcome == "crashed"]
+        if crashed:
+            return Rejection("crashes the test process", crashed[0])
         failing = sorted(n for n in first.failing)
         if not failing:
             return Rejection("no test fails")
@@ -248,6 +277,13 @@ def _check(ws: Workspace, runner: TestRunner, baseline: RunResult, coverage: Cov
         if second.collect_errors or sorted(second.failing) != failing or any(
                 n not in second.tests for n in failing):
             return Rejection("flaky", "a second run of the failing tests disagreed")
+    # The clean code must pass the failing tests on their own, in reverse order.  A test that
+    # passed at baseline only because an earlier test left state behind (order-dependent) fails
+    # here, and as a FAIL_TO_PASS it would fail even after the true fix.
+    clean = runner.run(failing, timeouts=timeouts, reverse=True)
+    dependent = [n for n in failing if n not in clean.tests or not clean.tests[n].passed]
+    if clean.collect_errors or dependent:
+        return Rejection("order-dependent test", (dependent or failing)[0])
     p2p = sorted(n for n in wanted if n not in failing and first.tests[n].passed)
     test_sources: dict[str, str | None] = {}
     distances, through = [], False
@@ -265,7 +301,7 @@ def _check(ws: Workspace, runner: TestRunner, baseline: RunResult, coverage: Cov
     distance = min(distances)
     if base is None:
         base = base_commit(ws.root, ws.python_files())
-    patch = unified_diff(mutation.path, source, mutated)
+    patch = "".join(unified_diff(path, sources[path], mutated[path]) for path in sorted(paths))
     bugs = [{"bug_function": m.function, "bug_path": m.path, "bug_line": m.line,
              "description": m.description} for m in mutations]
     extra = dict(bugs[0])
@@ -275,7 +311,7 @@ def _check(ws: Workspace, runner: TestRunner, baseline: RunResult, coverage: Cov
         repo=repo or str(ws.root), base_commit=base[0], base_kind=base[1], patch=patch,
         FAIL_TO_PASS=failing, PASS_TO_PASS=p2p, family=family_key(mutation, distance, hint, len(mutations)),
         operators=[m.operator for m in mutations], n_bugs=len(mutations), distance=distance,
-        file_lines=len(source.splitlines()), traceback_through_bug=through,
+        file_lines=sum(len(sources[path].splitlines()) for path in paths), traceback_through_bug=through,
         hint=hint_text(mutations, hint, tests=failing),
         extra=extra,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import shutil
 
@@ -70,7 +71,7 @@ def shop_session(shop):
 def test_hint_level_sets_text_and_family(shop_session):
     ws, runner, baseline, coverage = shop_session
     timeouts = baseline_timeouts(baseline)
-    for m in candidate_bugs(ws, coverage, rng=random.Random(0)):
+    for m in candidate_bugs(ws, coverage, seed=0):
         tasks = {h: validate(ws, runner, baseline, coverage, m, timeouts=timeouts, rng=random.Random(1),
                              hint=h) for h in ("function", "file", "test")}
         if all(isinstance(t, Task) for t in tasks.values()):
@@ -91,7 +92,7 @@ def test_combine_two_bugs(shop_session, shop, tmp_path):
     timeouts = baseline_timeouts(baseline)
     valid: dict[str, list[Mutation]] = {}
     combo = None
-    for m in candidate_bugs(ws, coverage, rng=random.Random(3)):
+    for m in candidate_bugs(ws, coverage, seed=3):
         if not isinstance(validate(ws, runner, baseline, coverage, m, timeouts=timeouts,
                                    rng=random.Random(0)), Task):
             continue
@@ -112,12 +113,39 @@ def test_combine_two_bugs(shop_session, shop, tmp_path):
     out = tmp_path / "combo.jsonl"
     out.write_text(combo.to_json() + "\n")
     check_tasks(shop, out, tmp_path)  # patch on a clean copy: exactly FAIL_TO_PASS fail
-    # the same bug twice overlaps, a bug in another file does not combine
+    # the same bug twice overlaps; a bug outside the module (package directory) does not combine
     assert combine(ws, runner, baseline, coverage, [m, m], k=2, timeouts=timeouts,
                    rng=random.Random(0)).reason == "overlapping edits"
-    elsewhere = next(x for x in candidate_bugs(ws, coverage) if x.path != m.path)
-    assert isinstance(combine(ws, runner, baseline, coverage, [m, elsewhere], k=2,
-                              timeouts=timeouts, rng=random.Random(0)), Rejection)
+    outside = dataclasses.replace(m, path="elsewhere/" + m.path)
+    assert combine(ws, runner, baseline, coverage, [m, outside], k=2, timeouts=timeouts,
+                   rng=random.Random(0)).reason == "different modules"
+
+
+def test_combine_bugs_in_two_files_of_a_package(shop_session, shop, tmp_path):
+    ws, runner, baseline, coverage = shop_session
+    timeouts = baseline_timeouts(baseline)
+    first: dict[str, Mutation] = {}  # path -> a valid single bug
+    combo = None
+    for m in candidate_bugs(ws, coverage, seed=5):
+        if m.path in first or not isinstance(validate(ws, runner, baseline, coverage, m, timeouts=timeouts,
+                                                      rng=random.Random(0)), Task):
+            continue
+        for other in first.values():
+            got = combine(ws, runner, baseline, coverage, [m, other], k=2, timeouts=timeouts,
+                          rng=random.Random(0), repo=str(shop.resolve()))
+            if isinstance(got, Task):
+                combo = got
+                break
+        if combo:
+            break
+        first[m.path] = m
+    assert combo is not None
+    assert combo.patch.count("diff --git") == 2  # one patch, two files
+    assert len({b["bug_path"] for b in combo.extra["bugs"]}) == 2
+    assert combo.hint.startswith("The bugs are in ")
+    out = tmp_path / "combo.jsonl"
+    out.write_text(combo.to_json() + "\n")
+    check_tasks(shop, out, tmp_path)
 
 
 def test_cli_bugs_and_hint(shop, tmp_path):

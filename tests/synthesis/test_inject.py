@@ -87,7 +87,7 @@ def test_candidates_filter_operators_and_shuffle(covered):
     ws, coverage = covered
     only = candidate_bugs(ws, coverage, operators=["compare"])
     assert only and {m.operator for m in only} == {"compare"}
-    a = candidate_bugs(ws, coverage, rng=random.Random(3))
-    b = candidate_bugs(ws, coverage, rng=random.Random(3))
+    a = candidate_bugs(ws, coverage, seed=3)
+    b = candidate_bugs(ws, coverage, seed=3)
     key = lambda m: (m.start, m.old, m.new, m.operator)  # noqa: E731
     assert a == b and sorted(a, key=key) == sorted(candidate_bugs(ws, coverage), key=key)

@@ -98,6 +98,25 @@ def test_synthesise_from_calc(calc, tmp_path):
     assert all(t.operators and t.file_lines > 0 for t in tasks)
 
 
+# The other bundled examples, each with its shipped bug fixed (file, bug, fix).
+FIXED = {"inventory": ("inventory/ledger.py", "range(first_day, last_day)", "range(first_day, last_day + 1)"),
+         "shapes": ("src/shapes/geometry.py", "self.width * self.width", "self.width * self.height")}
+
+
+@pytest.mark.parametrize("name", sorted(FIXED))
+def test_synthesise_from_the_other_examples(name, tmp_path):
+    dest = tmp_path / name
+    shutil.copytree(EXAMPLES / name, dest, ignore=_IGNORE)
+    rel, bug, fix = FIXED[name]
+    path = dest / rel
+    assert bug in path.read_text()
+    path.write_text(path.read_text().replace(bug, fix))
+    out = tmp_path / "tasks.jsonl"
+    summary = synthesize([dest], out, n=3, seed=1)
+    assert summary.written == 3
+    check_tasks(dest, out, tmp_path)
+
+
 def test_synthesise_from_shop(shop, tmp_path):
     out = tmp_path / "tasks.jsonl"
     summary = synthesize([shop], out, n=5, seed=3)
@@ -121,7 +140,7 @@ def test_resume_counts_existing_tasks(calc, tmp_path):
 def test_red_baseline_is_refused(tmp_path):
     red = tmp_path / "red"
     shutil.copytree(EXAMPLES / "calc", red, ignore=_IGNORE)  # is_adult(18) fails as shipped
-    with pytest.raises(UsageError, match="fail at baseline"):
+    with pytest.raises(UsageError, match="fail before any mutation"):
         synthesize([red], tmp_path / "t.jsonl", n=1, seed=0)
     assert not list(read_tasks(tmp_path / "t.jsonl"))
 

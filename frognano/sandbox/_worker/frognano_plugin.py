@@ -85,6 +85,64 @@ class LineTracer:
         return {rel: sorted(lines) for rel, lines in self.lines.items()}
 
 
+class FunctionTracer(LineTracer):
+    """Per-test coverage good enough to tell *which functions* each test runs, at a fraction
+    of ``LineTracer``'s cost (synthesis mode).
+
+    Synthesis needs, per test, the functions it runs (to pick the tests a mutant can affect)
+    and, over the whole suite, roughly which lines ever run (to skip mutants on dead lines).
+    Tracing every line cost 3.5x a plain run of more-itertools' suite; this tracer samples:
+
+    * test files are not traced at all (their lines are never mutated);
+    * within one test, only the first ``CALLS`` calls of a code object trace their lines
+      (later calls and generator resumptions still count as calls, costing one cheap hook);
+    * a frame stops being traced after ``STALE`` line events in a row that added no new line
+      (a hot loop).
+
+    Every function a test enters has at least its first executed line recorded, so
+    function-level questions get exact answers; lines reached only late in a long loop or only
+    by a later call may be missing (a mutant there is skipped, never wrongly validated).
+    ``last`` is not tracked (it is a line-level notion for localisation).
+    """
+
+    CALLS = 8
+    STALE = 100
+
+    def _global(self, frame, event, arg):  # noqa: ANN001 - settrace signature
+        code = frame.f_code
+        rel = self._relpath(code.co_filename)
+        if rel is None or self._is_test[rel]:
+            return None
+        calls = self._calls.get(code, 0) + 1
+        self._calls[code] = calls
+        if calls > self.CALLS:
+            return None
+        lines = self.lines.get(rel)
+        if lines is None:
+            lines = self.lines[rel] = set()
+        stale = 0
+        limit = self.STALE
+
+        def local(frame, event, arg):  # noqa: ANN001
+            nonlocal stale
+            if event == "line":
+                line = frame.f_lineno
+                if line in lines:
+                    stale += 1
+                    if stale > limit:
+                        return None  # stop tracing this frame
+                else:
+                    stale = 0
+                    lines.add(line)
+            return local
+
+        return local
+
+    def start(self) -> None:
+        self._calls: dict = {}
+        super().start()
+
+
 class _Timeout(BaseException):
     """A BaseException so that a test's own ``except Exception`` cannot swallow the timeout."""
 
@@ -97,14 +155,18 @@ class FrogNanoPlugin:
         *,
         timeout: float | None = None,
         timeouts: dict[str, float] | None = None,
-        coverage: bool = False,
+        coverage: bool | str = False,
+        reverse: bool = False,
         max_output: int = 4000,
     ) -> None:
         self.root = os.path.realpath(root)
         self.out = open(out_path, "a", encoding="utf-8")  # noqa: SIM115 - lives for the run
         self.timeout = timeout
         self.timeouts = timeouts or {}
-        self.tracer = LineTracer(self.root) if coverage else None
+        # coverage: False, True or "lines" (LineTracer), "functions" (FunctionTracer).
+        tracer = FunctionTracer if coverage == "functions" else LineTracer
+        self.tracer = tracer(self.root) if coverage else None
+        self.reverse = reverse
         self.max_output = max_output
         self._phase: dict[str, dict] = {}
         self._timed_out = False
@@ -138,6 +200,13 @@ class FrogNanoPlugin:
                 nodeid=report.nodeid,
                 message=_tail(str(report.longrepr), self.max_output),
             )
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, session, config, items) -> None:  # noqa: ANN001
+        # Reversed order (after any other plugin's reordering) exposes tests that only pass
+        # because an earlier test left some state behind.
+        if self.reverse:
+            items.reverse()
 
     def pytest_collection_finish(self, session) -> None:  # noqa: ANN001
         self.emit("collected", nodeids=[item.nodeid for item in session.items])

@@ -101,7 +101,8 @@ def run_request(req: dict) -> int:
         shadow,
         timeout=req.get("timeout"),
         timeouts=req.get("timeouts"),
-        coverage=bool(req.get("coverage")),
+        coverage=req.get("coverage") or False,
+        reverse=bool(req.get("reverse")),
         max_output=int(req.get("max_output", 4000)),
     )
     args = [
