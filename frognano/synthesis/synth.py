@@ -274,11 +274,11 @@ def synthesize(repos: list[Path], out: Path, *, n: int, seed: int = 0, workers: 
                     except _Refused as exc:
                         summary.refused[repo] = f"{exc}; synthesis needs a green suite"
                         summary.per_repo[repo] = have
-                        log.warning("%s: refused: %s", repo, summary.refused[repo])
+                        log.info("%s: refused: %s", repo, summary.refused[repo])
                         continue
                     if excluded:
                         summary.order_dependent[repo] = sorted(excluded)
-                        log.warning("%s: %d test(s) depend on their order, not used: %s", repo,
+                        log.info("%s: %d test(s) depend on their order, not used: %s", repo,
                                     len(excluded), ", ".join(sorted(excluded)[:5]))
                     coverage = CoverageMap.from_run(baseline)
                     timeouts = baseline_timeouts(baseline, config.timeout)
