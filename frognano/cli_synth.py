@@ -44,7 +44,15 @@ def _error(message: str) -> None:
               "(a file, or files of one package directory).")
 def synth_command(repos: tuple[Path, ...], out: Path, n: int, workers: int, seed: int,
                   hint: str = "function", bugs: int = 1, ray: str | None = None) -> None:
-    """Inject bugs into green REPOs and keep those the tests catch deterministically."""
+    """Inject bugs into green REPOs and keep those the tests catch deterministically.
+
+    Each REPO's suite must pass before any mutation (a red or hanging suite is refused), and
+    tests that fail when the suite runs in reverse order are never used.  Candidate bugs come
+    from the operator catalogue, in functions the tests cover, one per function before any gets
+    a second; each runs against the tests covering it plus a sample of the others.  Tasks are
+    appended to the --output file (JSON lines, SWE-bench-style fields); running the same
+    command again resumes.
+    """
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
