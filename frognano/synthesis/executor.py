@@ -233,7 +233,14 @@ def ray_cluster(address: str, *, num_cpus: int = 2) -> Iterator[None]:
         else:
             ray.init(address=address, log_to_driver=False)  # the cluster decides its dashboard
     except Exception as exc:  # noqa: BLE001 - ConnectionError, RuntimeError, ValueError...
-        raise UsageError(f"--ray {address}: cannot connect to Ray ({exc})") from exc
+        hint = ""
+        if address not in ("local", "auto") and "RAY_AUTH_MODE" not in os.environ:
+            # Measured with Ray 2.60: a `ray start` cluster uses token authentication by default,
+            # and ray.init sends the token to an explicit address only when told to.
+            hint = ("; if the cluster uses token authentication (the default for `ray start`), "
+                    "set RAY_AUTH_MODE=token and provide the token (RAY_AUTH_TOKEN or "
+                    "~/.ray/auth_token), or use --ray auto on the head node")
+        raise UsageError(f"--ray {address}: cannot connect to Ray ({exc}){hint}") from exc
     try:
         yield
     finally:

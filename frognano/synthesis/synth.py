@@ -123,7 +123,7 @@ def _setup_runs(repo_path: Path, ws: Workspace, runner: TestRunner, config: Runn
     other."""
     from concurrent.futures import ThreadPoolExecutor
 
-    done = threading.Event()
+    done, refused = threading.Event(), threading.Event()
     parsed: dict = {}
 
     def reverse_then_parse() -> set[str] | None:
@@ -131,7 +131,7 @@ def _setup_runs(repo_path: Path, ws: Workspace, runner: TestRunner, config: Runn
             with Workspace(repo_path) as other:
                 other.sync()
                 with TestRunner(other, config) as second:
-                    reverse = second.run(None, reverse=True)
+                    reverse = second.run(None, reverse=True, cancel=refused)
         except UsageError:  # no free shadow slot
             return None
         finally:
@@ -142,6 +142,9 @@ def _setup_runs(repo_path: Path, ws: Workspace, runner: TestRunner, config: Runn
         future = pool.submit(reverse_then_parse)
         try:
             baseline = _baseline(ws, runner, repo_path)
+        except _Refused:
+            refused.set()  # stop the reversed run: its result is not needed
+            raise
         finally:
             done.set()
         passed_reversed = future.result()
