@@ -42,6 +42,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import _table  # benchmarks/_table.py: this script's own folder is on sys.path
+
 REPO = Path(__file__).resolve().parent.parent
 
 # (example, file to save, the test file that gets the Error, 0-based suspicious line)
@@ -170,24 +172,7 @@ def print_table(rows: list[Row], elapsed: float) -> None:
     body = [[r.project, r.measure, str(r.n), f"{r.median_ms:.1f}", f"{r.p95_ms:.1f}", r.baseline,
              f"{r.baseline_ms:.1f}", f"{r.ratio:.2f}x", r.target] for r in rows]
     title = f"Language-server latency (python {sys.version.split()[0]}, {os.cpu_count()} CPUs)"
-    try:
-        from rich.console import Console
-        from rich.table import Table
-    except ImportError:
-        Console = None
-    if Console is not None:
-        table = Table(title=title)
-        for i, h in enumerate(headers):
-            table.add_column(h, justify="left" if i in (0, 1, 5, 8) else "right")
-        for line in body:
-            table.add_row(*line)
-        Console(width=max(150, shutil.get_terminal_size((150, 24)).columns)).print(table)
-    else:
-        widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(headers)]
-        print(title)
-        print("  ".join(h.ljust(w) for h, w in zip(headers, widths)))
-        for line in body:
-            print("  ".join(c.ljust(w) for c, w in zip(line, widths)))
+    _table.print_table(title, headers, body, left={0, 1, 5, 8}, width=150)
     print(f"total wall time {elapsed:.1f} s")
 
 

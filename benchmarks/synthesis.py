@@ -60,6 +60,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
+import _table  # benchmarks/_table.py: this script's own folder is on sys.path
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
@@ -201,24 +203,7 @@ def print_table(title: str, rows: list[Row], notes: list[str]) -> None:
     headers = ["validator", "candidates", "valid tasks", "seconds", "tasks/min", "ratio vs swe-smith"]
     body = [[r.mode, str(r.tried), str(r.valid), f"{r.seconds:.1f}", f"{r.per_minute:.1f}",
              f"{r.per_minute / base:.2f}x" if base > 0 else "inf"] for r in rows]
-    try:
-        from rich.console import Console
-        from rich.table import Table
-    except ImportError:
-        Console = None
-    if Console is not None:
-        table = Table(title=title)
-        for i, h in enumerate(headers):
-            table.add_column(h, justify="left" if i == 0 else "right")
-        for line in body:
-            table.add_row(*line)
-        Console(width=max(120, shutil.get_terminal_size((120, 24)).columns)).print(table)
-    else:
-        print(title)
-        widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(headers)]
-        print("  ".join(h.ljust(w) for h, w in zip(headers, widths)))
-        for line in body:
-            print("  ".join(c.ljust(w) for c, w in zip(line, widths)))
+    _table.print_table(title, headers, body, left={0}, width=120)
     for note in notes:
         print(note)
 

@@ -52,6 +52,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import _table  # benchmarks/_table.py: this script's own folder is on sys.path
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -354,11 +356,6 @@ def check(project: Project, rows: list[Row]) -> list[str]:
 
 def print_table(rows: list[Row], elapsed: float) -> None:
     baseline = {r.project: r.rate for r in rows if r.mode == "pytest (fresh)"}
-    try:
-        from rich.console import Console
-        from rich.table import Table
-    except ImportError:  # rich is a dependency of frognano, but keep the script standalone
-        Console = None
     headers = ["project", "mode", "candidates", "setup s", "seconds", "candidates/s", "ratio vs fresh pytest"]
     body = [
         [r.project, r.mode, str(r.n), f"{r.setup:.2f}", f"{r.seconds:.2f}", f"{r.rate:.1f}",
@@ -366,20 +363,7 @@ def print_table(rows: list[Row], elapsed: float) -> None:
         for r in rows
     ]
     title = f"Candidate validation throughput (python {sys.version.split()[0]}, {os.cpu_count()} CPUs)"
-    if Console is not None:
-        table = Table(title=title)
-        for i, h in enumerate(headers):
-            table.add_column(h, justify="left" if i < 2 else "right")
-        for line in body:
-            table.add_row(*line)
-        # Wide enough for one line per row also when piped (rich assumes 80 columns then).
-        Console(width=max(110, shutil.get_terminal_size((110, 24)).columns)).print(table)
-    else:
-        widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(headers)]
-        print(title)
-        print("  ".join(h.ljust(w) for h, w in zip(headers, widths)))
-        for line in body:
-            print("  ".join(c.ljust(w) for c, w in zip(line, widths)))
+    _table.print_table(title, headers, body, left={0, 1}, width=110)
     print(f"total wall time {elapsed:.1f} s")
 
 

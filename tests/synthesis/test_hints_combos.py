@@ -18,7 +18,7 @@ from frognano.sandbox.workspace import Workspace
 from frognano.synthesis.frontier import Family
 from frognano.synthesis.inject import candidate_bugs
 from frognano.synthesis.store import Task, read_tasks
-from frognano.synthesis.validate import Rejection, baseline_timeouts, combine, hint_text, validate
+from frognano.synthesis.validate import baseline_timeouts, combine, hint_text, validate
 
 from .test_synth import SHOP, _IGNORE, check_tasks
 
