@@ -10,8 +10,9 @@ whole session (one shadow copy, one warm test server), on the calling thread:
 4. with ``apply`` the verified fix is written only while the files still hold the text it was
    computed on (invariant 1); ``apply_patch`` keeps an undo copy.
 
-The observer thread only collects changed paths and sets the current job's cancel event: a fix
-computed against files that changed since is never written, it is computed again.
+The observer thread only collects changed paths and sets the current job's cancel event: a test
+run in flight is killed (its changed files are queued again, so the next run covers them), and
+a fix computed against files that changed since is never written, it is computed again.
 """
 
 from __future__ import annotations
@@ -74,6 +75,10 @@ def watch(ws: Workspace, settings: Settings, *, apply: bool = False, console: Co
         errors = console
     watcher = _Watcher(ws, settings, apply=apply, console=console, errors=errors, debounce=debounce)
     return watcher.run(stop or threading.Event())
+
+
+class _Overtaken(Exception):
+    """A test run killed by a newer change."""
 
 
 class _Fatal(Exception):
@@ -197,7 +202,10 @@ class _Watcher(FileSystemEventHandler):
             if changed == set() and self.diagnosis is not None:
                 diagnosis, run = self.diagnosis, RunResult()  # nothing new: try the fix again
             else:
-                found = self._run_tests(changed)
+                try:
+                    found = self._run_tests(changed, cancel)
+                except _Overtaken:
+                    return False
                 if found is None:
                     return True
                 diagnosis, run = found
@@ -231,10 +239,16 @@ class _Watcher(FileSystemEventHandler):
             renderer.report(report, Path(self.display))
         self._last_report = key
 
-    def _run_tests(self, changed: set[str] | None) -> tuple[Diagnosis, RunResult] | None:
+    def _run_tests(self, changed: set[str] | None,
+                   cancel: threading.Event) -> tuple[Diagnosis, RunResult] | None:
+        """Run the tests ``changed`` affects.  A save during the run kills it (its results would
+        describe files that no longer exist): then the changed files go back to the queue, so
+        the next run covers them too, and ``_Overtaken`` is raised."""
         assert self.engine is not None
         nodeids, why = self._select(changed)
         started = time.monotonic()
+        runner = self.engine.runner
+        runner.cancel = cancel
         try:
             if nodeids is None:
                 try:
@@ -244,7 +258,17 @@ class _Watcher(FileSystemEventHandler):
                 run = diagnosis.run
             else:
                 diagnosis, run = self.engine.diagnose_affected(self.diagnosis, nodeids)
-        except FrogNanoError as exc:
+            if run.cancelled or diagnosis.run.cancelled:
+                raise _Overtaken
+        except (FrogNanoError, _Overtaken) as exc:
+            if cancel.is_set():
+                self._requeue(changed)
+                if not self.halt.is_set():
+                    self.console.print(f"{_clock()} [dim]· run stopped by a newer change ({escape(why)})[/]",
+                                       soft_wrap=True)
+                raise _Overtaken from None
+            if isinstance(exc, _Overtaken):
+                raise
             if changed is None and isinstance(exc, UsageError):  # the first run: nothing to watch
                 raise _Fatal(exc) from exc
             # A syntax error while the user types: say so and wait for the next save.
@@ -253,10 +277,20 @@ class _Watcher(FileSystemEventHandler):
             self.console.print(f"{_clock()} [bold red]✗ {escape(str(exc))}[/] [dim]· {escape(why)}[/]",
                                soft_wrap=True)
             return None
+        finally:
+            runner.cancel = None
         self._banner()
         self.diagnosis = diagnosis
         self._status(run, diagnosis, time.monotonic() - started, why)
         return diagnosis, run
+
+    def _requeue(self, changed: set[str] | None) -> None:
+        """Changes whose run was stopped count as not run yet (a whole run stays owed while
+        there is no diagnosis: ``_select`` asks for one)."""
+        with self._lock:
+            for rel in changed or ():
+                self._known.pop(rel, None)
+                self._pending.add(rel)
 
     def _banner(self) -> None:
         """Printed with the first result, so that an error that ends the watch is all there is."""

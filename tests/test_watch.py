@@ -313,3 +313,35 @@ def test_stop_during_the_first_run_returns_0(example):
     with Watching(example("calc")) as w:
         w.wait_for(lambda _: True)
     assert w.code == 0
+
+
+SLOW = {
+    "pkg/__init__.py": "",
+    "pkg/slow.py": """
+        import time
+
+        def answer():
+            time.sleep(3)
+            return 42
+        """,
+    "tests/test_slow.py": """
+        from pkg.slow import answer
+
+        def test_answer():
+            assert answer() == 42
+        """,
+}
+
+
+def test_a_save_during_a_run_stops_it_and_runs_the_new_state(make_project):
+    project = make_project(SLOW)
+    module = project / "pkg" / "slow.py"
+    with Watching(project) as w:
+        assert "1 passed" in w.wait_status(1)
+        module.write_text(module.read_text().replace("time.sleep(3)", "time.sleep(2.5)"))
+        time.sleep(1.0)  # the affected test is running (it sleeps 2.5 s)
+        module.write_text(module.read_text().replace("return 42", "return 41"))
+        second = w.wait_status(2)
+    assert "run stopped by a newer change" in w.text
+    assert "1 failed" in second  # the state after the last save, not the one before it
+    assert len(w.statuses()) == 2  # the stopped run printed no result of its own
