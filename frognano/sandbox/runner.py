@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 
 WORKER_DIR = Path(__file__).with_name("_worker")
 _POLL = 0.05
+_KILL_GRACE = 30.0  # seconds the fork server gets to report a run the watchdog killed
 _MAX_RELAUNCHES = 25
 
 
@@ -149,6 +150,7 @@ class TestRunner:
         self.dir = workspace.shadow.with_name(workspace.shadow.name + ".runs")
         self.dir.mkdir(exist_ok=True)
         self._counter = itertools.count()
+        self._unread = b""  # bytes read from the fork server past the last full line
         self._server: subprocess.Popen | None = None
         self._server_failed = not self.config.warm
         self.warm_reason = "disabled" if not self.config.warm else ""
@@ -338,6 +340,7 @@ class TestRunner:
             errlog.close()
         roots = [str(self.ws.root), str(shadow)]
         self._server = proc
+        self._unread = b""
         try:
             self._send({"preimport": preimport, "roots": roots})
             ready = self._receive(self.config.collect_timeout)
@@ -368,20 +371,29 @@ class TestRunner:
     def _receive(self, timeout: float | None, watch: _Watch | None = None, pid: int | None = None) -> dict:
         """Read one JSON line from the server; with a watch, kill the run's group when it hangs."""
         assert self._server is not None and self._server.stdout is not None
-        out = self._server.stdout
+        # Lines are split here, from raw reads: a buffered readline() may pull the next line
+        # (the run's end, when it is quick) into its buffer, where select() never sees it.
+        fd = self._server.stdout.fileno()
         deadline = None if timeout is None else time.monotonic() + timeout
+        killed_at: float | None = None
         while True:
-            ready, _, _ = select.select([out], [], [], _POLL)
-            if ready:
-                line = out.readline()
-                if not line:
-                    raise _ServerLost(f"it exited ({_describe_exit(self._server.poll())})")
+            if b"\n" in self._unread:
+                line, _, self._unread = self._unread.partition(b"\n")
                 return json.loads(line)
+            ready, _, _ = select.select([fd], [], [], _POLL)
+            if ready:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    raise _ServerLost(f"it exited ({_describe_exit(self._server.poll())})")
+                self._unread += chunk
+                continue
             if deadline is not None and time.monotonic() > deadline:
                 raise _ServerLost(f"no answer in {timeout:g} s")
             if watch is not None and pid is not None and not watch.killed and watch.overdue():
                 _killpg(pid)
-                watch.killed = True
+                watch.killed, killed_at = True, time.monotonic()
+            if killed_at is not None and time.monotonic() - killed_at > _KILL_GRACE:
+                raise _ServerLost(f"no answer {_KILL_GRACE:g} s after its run was killed")
 
     def _run_warm(self, req: dict, watch: _Watch) -> tuple[bool, int | None]:
         self._send(req)

@@ -247,3 +247,20 @@ def test_limits_kill_the_process_group_and_bound_files(make_project, tmp_path):
         time.sleep(0.1)
     else:
         raise AssertionError("the test's own child process outlived the run")
+
+
+def test_replies_that_arrive_together_are_both_read(workspace):
+    """A quick run's two replies (its pid, then its end) can both sit in the pipe before the
+    controller reads (a busy controller: another thread holding the GIL).  The second must still
+    be read: a buffered readline would hold it where select() never looks, and wait forever."""
+    import time
+
+    nodeid = "tests/test_core.py::test_child"
+    with TestRunner(workspace) as runner:
+        assert runner.run([nodeid]).tests[nodeid].passed and runner.warm
+        runner._send(runner._request([nodeid], (), (False, False), {}))
+        time.sleep(1.5)  # the run ends meanwhile: both replies are in the pipe
+        pid = runner._receive(10.0)["pid"]
+        done = runner._receive(10.0)
+        assert done["pid"] == pid and done["returncode"] == 0
+        assert runner.run([nodeid]).tests[nodeid].passed  # and the server goes on serving
