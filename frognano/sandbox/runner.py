@@ -173,12 +173,15 @@ class TestRunner:
         timeouts: dict[str, float] | None = None,
         cancel: threading.Event | None = None,
         reverse: bool = False,
+        stop_on_timeout: bool = False,
     ) -> RunResult:
         """Run ``nodeids`` (all tests when None) and return every test's structured result.
 
         ``coverage``: False, True (every line each test runs, and its last line) or
         ``"functions"`` (cheaper: exact about which functions each test enters, lines sampled;
         see the worker's ``FunctionTracer``).  ``reverse`` runs the tests in reverse order.
+        ``stop_on_timeout`` ends the run at the first test that times out (the tests after it
+        are not run): for callers to whom one timeout settles the verdict.
 
         ``cancel`` (default: ``self.cancel``) kills the run in flight when set; the result then
         has ``cancelled`` set and holds only the tests that finished.
@@ -191,7 +194,8 @@ class TestRunner:
             return total
         pending = list(nodeids) if nodeids is not None else None
         for _ in range(_MAX_RELAUNCHES):
-            part, running, killed, code = self._run_once(pending, args, (coverage, reverse), timeouts or {}, cancel)
+            part, running, killed, code = self._run_once(pending, args, (coverage, reverse, stop_on_timeout),
+                                                          timeouts or {}, cancel)
             total.merge(part)
             if cancel is not None and cancel.is_set():
                 total.cancelled = True  # the killed test is not a timeout or a crash: no verdict
@@ -204,6 +208,8 @@ class TestRunner:
                     if killed else f"the test process died while running this test ({_describe_exit(code)})"
                 )
                 total.tests[running] = TestResult(running, outcome, message=message)
+                if killed and stop_on_timeout:
+                    break
             elif killed and not part.collected:
                 total.collect_errors.append(CollectError(
                     "", f"collection took longer than {self.config.collect_timeout:g} s and was killed"))
@@ -241,8 +247,8 @@ class TestRunner:
 
     # -- one launch -----------------------------------------------------------------------
     def _request(self, nodeids: Sequence[str] | None, args: Sequence[str],
-                 options: tuple[bool | str, bool], timeouts: dict[str, float]) -> dict:
-        coverage, reverse = options
+                 options: tuple[bool | str, bool, bool], timeouts: dict[str, float]) -> dict:
+        coverage, reverse, stop_on_timeout = options
         n = next(self._counter)
         results = self.dir / f"results-{n}.jsonl"
         results.unlink(missing_ok=True)
@@ -264,6 +270,7 @@ class TestRunner:
             "timeouts": timeouts,
             "coverage": coverage,
             "reverse": reverse,
+            "stop_on_timeout": stop_on_timeout,
             "max_output": self.config.max_output,
             "limits": {"memory_mb": self.config.memory_mb, "fsize_mb": self.config.fsize_mb,
                        "cpu_seconds": cpu},

@@ -251,7 +251,8 @@ def _check(ws: Workspace, runner: TestRunner, baseline: RunResult, coverage: Cov
     sample = rng.sample(others, min(sample_others, len(others)))
     wanted = covering + sample
     with ws.edited(mutated):
-        first = runner.run(wanted, timeouts=timeouts)
+        # One timeout rejects the mutant: do not wait for every other covering test to hang too.
+        first = runner.run(wanted, timeouts=timeouts, stop_on_timeout=True)
         if first.collect_errors:
             return Rejection("breaks collection", first.collect_errors[0].summary)
         timed = [n for n, t in first.tests.items() if t.outcome == "timeout"]

@@ -87,3 +87,27 @@ def test_reverse_runs_the_tests_backwards(workspace, warm):
         part = runner.run(some, reverse=True)
     assert list(backward.tests) == list(reversed(list(forward.tests)))
     assert list(part.tests) == list(reversed(some))
+
+
+@pytest.mark.parametrize("warm", [True, False])
+def test_stop_on_timeout_ends_the_run_at_the_first_timeout(make_project, warm):
+    root = make_project({"tests/test_hang.py": """
+        def test_ok():
+            pass
+
+        def test_hang_1():
+            while True:
+                pass
+
+        def test_hang_2():
+            while True:
+                pass
+    """})
+    with Workspace(root) as ws:
+        ws.sync()
+        with TestRunner(ws, RunnerConfig(warm=warm)) as runner:
+            limits = {f"tests/test_hang.py::{n}": 1.0 for n in ("test_ok", "test_hang_1", "test_hang_2")}
+            every = runner.run(timeouts=limits)
+            first = runner.run(timeouts=limits, stop_on_timeout=True)
+    assert [t.outcome for t in every.tests.values()] == ["passed", "timeout", "timeout"]
+    assert [t.outcome for t in first.tests.values()] == ["passed", "timeout"]

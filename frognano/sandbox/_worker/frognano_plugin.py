@@ -157,6 +157,7 @@ class FrogNanoPlugin:
         timeouts: dict[str, float] | None = None,
         coverage: bool | str = False,
         reverse: bool = False,
+        stop_on_timeout: bool = False,
         max_output: int = 4000,
     ) -> None:
         self.root = os.path.realpath(root)
@@ -167,6 +168,7 @@ class FrogNanoPlugin:
         tracer = FunctionTracer if coverage == "functions" else LineTracer
         self.tracer = tracer(self.root) if coverage else None
         self.reverse = reverse
+        self.stop_on_timeout = stop_on_timeout
         self.max_output = max_output
         self._phase: dict[str, dict] = {}
         self._timed_out = False
@@ -241,6 +243,8 @@ class FrogNanoPlugin:
             if self._timed_out:
                 record["outcome"] = "timeout"
                 record["message"] = f"Timeout: the test ran longer than {limit:g} s"
+                if self.stop_on_timeout:  # pytest stops after this test (its teardown still runs)
+                    item.session.shouldstop = f"{nodeid} timed out"
             if coverage is not None:
                 record["coverage"] = coverage
                 record["last"] = list(self.tracer.last) if self.tracer.last else None

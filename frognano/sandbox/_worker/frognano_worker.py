@@ -103,6 +103,7 @@ def run_request(req: dict) -> int:
         timeouts=req.get("timeouts"),
         coverage=req.get("coverage") or False,
         reverse=bool(req.get("reverse")),
+        stop_on_timeout=bool(req.get("stop_on_timeout")),
         max_output=int(req.get("max_output", 4000)),
     )
     args = [
