@@ -24,6 +24,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from ..errors import ProjectError, UsageError
 from .preimport import third_party_modules
@@ -87,6 +88,14 @@ def _describe_exit(code: int | None) -> str:
             return f"killed by {signal.Signals(-code).name}"
         return f"killed by signal {-code}"
     return f"exit code {code}"
+
+
+class _Options(NamedTuple):
+    """How one run goes, beyond which tests (see ``TestRunner.run``)."""
+
+    coverage: bool | str = False
+    reverse: bool = False
+    stop_on_timeout: bool = False
 
 
 class _Watch:
@@ -194,8 +203,8 @@ class TestRunner:
             return total
         pending = list(nodeids) if nodeids is not None else None
         for _ in range(_MAX_RELAUNCHES):
-            part, running, killed, code = self._run_once(pending, args, (coverage, reverse, stop_on_timeout),
-                                                          timeouts or {}, cancel)
+            options = _Options(coverage, reverse, stop_on_timeout)
+            part, running, killed, code = self._run_once(pending, args, options, timeouts or {}, cancel)
             total.merge(part)
             if cancel is not None and cancel.is_set():
                 total.cancelled = True  # the killed test is not a timeout or a crash: no verdict
@@ -247,8 +256,7 @@ class TestRunner:
 
     # -- one launch -----------------------------------------------------------------------
     def _request(self, nodeids: Sequence[str] | None, args: Sequence[str],
-                 options: tuple[bool | str, bool, bool], timeouts: dict[str, float]) -> dict:
-        coverage, reverse, stop_on_timeout = options
+                 options: _Options, timeouts: dict[str, float]) -> dict:
         n = next(self._counter)
         results = self.dir / f"results-{n}.jsonl"
         results.unlink(missing_ok=True)
@@ -268,9 +276,9 @@ class TestRunner:
             "log": str(self.dir / f"log-{n % 4}.txt"),
             "timeout": self.config.timeout,
             "timeouts": timeouts,
-            "coverage": coverage,
-            "reverse": reverse,
-            "stop_on_timeout": stop_on_timeout,
+            "coverage": options.coverage,
+            "reverse": options.reverse,
+            "stop_on_timeout": options.stop_on_timeout,
             "max_output": self.config.max_output,
             "limits": {"memory_mb": self.config.memory_mb, "fsize_mb": self.config.fsize_mb,
                        "cpu_seconds": cpu},

@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from frognano.sandbox.runner import RunnerConfig, TestRunner
+from frognano.sandbox.runner import RunnerConfig, TestRunner, _Options
 from frognano.sandbox.workspace import Workspace
 
 STALE_PROJECT = {
@@ -258,7 +258,7 @@ def test_replies_that_arrive_together_are_both_read(workspace):
     nodeid = "tests/test_core.py::test_child"
     with TestRunner(workspace) as runner:
         assert runner.run([nodeid]).tests[nodeid].passed and runner.warm
-        runner._send(runner._request([nodeid], (), (False, False), {}))
+        runner._send(runner._request([nodeid], (), _Options(), {}))
         time.sleep(1.5)  # the run ends meanwhile: both replies are in the pipe
         pid = runner._receive(10.0)["pid"]
         done = runner._receive(10.0)
