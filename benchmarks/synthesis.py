@@ -15,8 +15,9 @@ What it measures
                    reverse order (order-dependent tests are excluded); the candidate stream for
                    ``seed`` (``CandidateStream``: one bug per covered function before a second);
                    then per candidate the warm fork server runs only the covering tests plus 10
-                   sampled others, reruns the failing ones to check they fail again, and runs
-                   them on the clean code on their own (reversed).  Stops after ``N`` tasks.
+                   sampled others (the run stops at the first timeout, which rejects the bug),
+                   reruns the failing ones to check they fail again, and runs them on the clean
+                   code on their own (reversed).  Stops after ``N`` tasks.
     ``swe-smith``  the baseline, what SWE-smith's validation does: for the *same* candidates in
                    the *same* order (the first K that FrogNano tried, K = its ``tried`` count),
                    write the bug into a plain copy of the library and run the WHOLE suite in a
