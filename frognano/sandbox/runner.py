@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..errors import ProjectError, UsageError
-from .preimport import third_party_modules
+from .preimport import project_top_names, third_party_modules
 from .results import CollectError, RunResult, TestResult, parse_results
 from .workspace import Workspace
 
@@ -357,7 +357,8 @@ class TestRunner:
         self._server = proc
         self._unread = b""
         try:
-            self._send({"preimport": preimport, "roots": roots})
+            self._send({"preimport": preimport, "roots": roots,
+                        "own": sorted(project_top_names(self.ws.python_files(), self.ws.root))})
             ready = self._receive(self.config.collect_timeout)
         except _ServerLost as exc:
             self._abandon_server(f"the warm server did not start ({exc})")
@@ -366,6 +367,9 @@ class TestRunner:
             self._abandon_server("pre-importing dependencies imported the project's own modules: "
                                  + ", ".join(ready["offenders"][:5]))
             return
+        if ready.get("installed"):
+            log.info("an installed copy of the project was imported by its dependencies (%s); "
+                     "each run forgets it", ", ".join(ready["installed"][:5]))
         if ready.get("failed"):
             log.info("not pre-imported: %s", ", ".join(sorted(ready["failed"])))
         log.debug("warm server %s ready; pre-imported %d modules", ready.get("pid"), len(ready["imported"]))

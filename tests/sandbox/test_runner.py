@@ -264,3 +264,30 @@ def test_replies_that_arrive_together_are_both_read(workspace):
         done = runner._receive(10.0)
         assert done["pid"] == pid and done["returncode"] == 0
         assert runner.run([nodeid]).tests[nodeid].passed  # and the server goes on serving
+
+
+@pytest.mark.parametrize("warm", [True, False])
+def test_an_installed_copy_of_the_project_never_stands_in_for_it(make_project, tmp_path, monkeypatch, warm):
+    """A dependency (pre-imported by the warm server) that imports the project's own package
+    from site-packages, as a plugin importing more_itertools does while you work on it."""
+    site = tmp_path / "site"
+    (site / "mylib").mkdir(parents=True)
+    (site / "mylib" / "__init__.py").write_text('VALUE = "installed"\n')
+    (site / "vendored_dep.py").write_text("import mylib\n")
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    root = make_project({
+        "mylib/__init__.py": 'VALUE = "project"\n',
+        "tests/test_value.py": """
+            import vendored_dep
+            import mylib
+
+            def test_value():
+                assert mylib.VALUE == "project"
+        """,
+    })
+    with Workspace(root) as ws:
+        ws.sync()
+        with TestRunner(ws, RunnerConfig(warm=warm)) as runner:
+            run = runner.run()
+            assert runner.warm is warm
+    assert run.tests["tests/test_value.py::test_value"].outcome == "passed", run.tests

@@ -145,6 +145,9 @@ def _reply(obj: dict) -> None:
     sys.stdout.flush()
 
 
+_PYTEST_CLOSURE: set[str] = set()  # modules loaded by pytest and its default plugins
+
+
 def preimport(names: list[str]) -> tuple[list[str], dict[str, str]]:
     import pytest  # noqa: F401
     from _pytest.config import default_plugins
@@ -156,6 +159,7 @@ def preimport(names: list[str]) -> tuple[list[str], dict[str, str]]:
             importlib.import_module("_pytest." + name)
         except Exception:  # noqa: BLE001 - some default plugins are optional
             pass
+    _PYTEST_CLOSURE.update(sys.modules)
     wanted = list(names)
     try:
         from importlib.metadata import entry_points
@@ -178,18 +182,26 @@ def serve() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     config = json.loads(sys.stdin.readline())
     roots = [os.path.realpath(r) for r in config.get("roots", [])]
+    own = set(config.get("own", []))
     imported, failed = preimport(config.get("preimport", []))
     offenders = sorted(
         name
         for name, mod in list(sys.modules.items())
         if getattr(mod, "__file__", None) and _inside(mod.__file__, roots)
     )
+    # An installed copy of the project itself (say more_itertools, which some plugin or
+    # dependency imports) must not stand in for the shadow's code: each child forgets it, so the
+    # tests import the shadow's.  pytest's own dependencies cannot be swapped under it: then
+    # the controller runs fresh processes (offenders).
+    installed = sorted(name for name in sys.modules if name.split(".")[0] in own and name not in offenders)
+    pytest_needs = {name.split(".")[0] for name in _PYTEST_CLOSURE}
+    offenders += [name for name in installed if name.split(".")[0] in pytest_needs]
     # Move everything imported so far out of the collector's reach: a forked child would
     # otherwise walk (and so copy) every inherited object at its first collection.
     gc.collect()
     gc.freeze()
     _reply({"ready": True, "imported": imported, "failed": failed, "offenders": offenders,
-            "pid": os.getpid()})
+            "installed": installed, "pid": os.getpid()})
     for line in sys.stdin:
         req = json.loads(line)
         if req.get("cmd") == "exit":
@@ -201,6 +213,8 @@ def serve() -> None:
                 os.setpgid(0, 0)
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
                 _redirect(req["log"])
+                for name in installed:
+                    sys.modules.pop(name, None)
                 code = run_request(req)
             except BaseException:  # noqa: BLE001
                 traceback.print_exc()
