@@ -1,8 +1,8 @@
 """Where synthesis validates candidates: a local process pool or a Ray cluster (DESIGN §5).
 
 Both executors have the same shape: built for one repository (its root, the runner config and
-the picklable ``_Job``), ``map(todo)`` yields one ``(result, seconds)`` per ``(index, mutation)``
-in ``todo`` (any iterable, drawn lazily), in that order; closing the generator early stops
+the picklable ``_Job``), ``map(todo)`` yields ``(item, (result, seconds))`` for each ``item`` =
+``(index, mutation)`` of ``todo`` (any iterable, drawn lazily), in that order; closing the generator early stops
 handing out work, and ``close()`` releases the workers.  Each worker (a spawned process or a Ray actor) is a ``_Slot``: its own
 Workspace shadow slot and TestRunner, validating through ``synth._validate_one``, so a candidate's
 result does not depend on which executor or worker ran it.
@@ -84,16 +84,17 @@ class LocalPool:
         items = iter(todo)
         try:
             for item in items:
-                pending.append(self._pool.submit(_pool_validate, item))
+                pending.append((item, self._pool.submit(_pool_validate, item)))
                 if len(pending) >= window:
                     break
             while pending:
-                yield pending.popleft().result()
+                item, future = pending.popleft()
+                yield item, future.result()
                 nxt = next(items, None)
                 if nxt is not None:
-                    pending.append(self._pool.submit(_pool_validate, nxt))
+                    pending.append((nxt, self._pool.submit(_pool_validate, nxt)))
         finally:
-            for f in pending:
+            for _, f in pending:
                 f.cancel()
 
     def close(self) -> None:
@@ -120,15 +121,16 @@ class RayPool:
         pending: deque = deque()
         items = enumerate(todo)
         for k, item in items:
-            pending.append(self._actors[k % len(self._actors)].validate.remote(item))
+            pending.append((item, self._actors[k % len(self._actors)].validate.remote(item)))
             if len(pending) >= window:
                 break
         while pending:
-            yield ray.get(pending.popleft())
+            item, ref = pending.popleft()
+            yield item, ray.get(ref)
             nxt = next(items, None)
             if nxt is not None:
                 k, item = nxt
-                pending.append(self._actors[k % len(self._actors)].validate.remote(item))
+                pending.append((item, self._actors[k % len(self._actors)].validate.remote(item)))
 
     def close(self) -> None:
         import ray

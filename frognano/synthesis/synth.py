@@ -26,7 +26,7 @@ import logging
 import random
 import threading
 import time
-from collections import Counter, defaultdict, deque
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
@@ -214,16 +214,7 @@ def _combos(ws: Workspace, runner: TestRunner, coverage: CoverageMap, job: _Job,
                             sample_others=job.sample_others, repo=job.repo, base=job.base,
                             hint=job.hint, exclude=job.excluded)
             cstats.seconds += time.monotonic() - t0
-            if isinstance(combo, Rejection):
-                cstats.skips[combo.reason] += 1
-            elif store.append(combo):
-                cstats.valid += 1
-                have += 1
-                summary.written += 1
-                if progress:
-                    progress(job.repo, have, n)
-            else:
-                cstats.skips["duplicate"] += 1
+            have = _record(cstats, combo, store, summary, progress, job.repo, have, n)
             if have >= n:
                 return have
     return have
@@ -301,35 +292,16 @@ def synthesize(repos: list[Path], out: Path, *, n: int, seed: int = 0, workers: 
                         pool = RayPool(repo, config, job, workers)
                     elif workers > 1:
                         pool = LocalPool(repo, config, job, workers)
-                    # `handed` records what the executor drew from the lazy `todo`, in order,
-                    # so each result is paired with its candidate.
-                    handed: deque = deque()
-
-                    def draw(todo=todo, handed=handed):
-                        for item in todo:
-                            handed.append(item)
-                            yield item
-
                     if pool is not None:
-                        results = pool.map(draw())
+                        results = pool.map(todo)
                     else:
-                        results = (_validate_one(ws, runner, coverage, job, i, m) for i, m in draw())
+                        results = (((i, m), _validate_one(ws, runner, coverage, job, i, m)) for i, m in todo)
                     try:
-                        for result, seconds in results:
-                            _, m = handed.popleft()  # results come in the order drawn
+                        for (_, m), (result, seconds) in results:
                             stats = summary.families[_fam(m)]
                             stats.tried += 1
                             stats.seconds += seconds
-                            if isinstance(result, Rejection):
-                                stats.skips[result.reason] += 1
-                            elif store.append(result):
-                                stats.valid += 1
-                                have += 1
-                                summary.written += 1
-                                if progress:
-                                    progress(repo, have, n)
-                            else:
-                                stats.skips["duplicate"] += 1
+                            have = _record(stats, result, store, summary, progress, repo, have, n)
                             if have >= n:
                                 break
                     finally:
@@ -344,6 +316,23 @@ def synthesize(repos: list[Path], out: Path, *, n: int, seed: int = 0, workers: 
     if summary.refused and len(summary.refused) == len(repos):
         raise UsageError("; ".join(f"{r}: {why}" for r, why in summary.refused.items()))
     return summary
+
+
+def _record(stats: FamilyStats, result: Task | Rejection, store: TaskStore, summary: SynthSummary,
+            progress: Progress | None, repo: str, have: int, n: int) -> int:
+    """Count one validated candidate under ``stats``; a new Task goes to the store.  Returns
+    the tasks the repo now holds."""
+    if isinstance(result, Rejection):
+        stats.skips[result.reason] += 1
+    elif store.append(result):
+        stats.valid += 1
+        have += 1
+        summary.written += 1
+        if progress:
+            progress(repo, have, n)
+    else:
+        stats.skips["duplicate"] += 1
+    return have
 
 
 def _unstored(ws: Workspace, stream: CandidateStream, stored: set[str], summary: SynthSummary):

@@ -21,7 +21,8 @@ from frognano.synthesis.synth import synthesize
 from frognano.synthesis.validate import Rejection, validate
 
 from ..conftest import EXAMPLES
-from .test_synth import _IGNORE, check_tasks
+from .conftest import IGNORE as _IGNORE
+from .test_synth import check_tasks
 
 REGISTRY = '''_REGISTRY = {}
 
@@ -168,12 +169,3 @@ def test_memory_exhausting_mutant_is_rejected(make_project):
             got = validate(ws, runner, baseline, CoverageMap.from_run(baseline), m, timeouts={},
                            rng=random.Random(0))
     assert isinstance(got, Rejection) and got.reason == "exhausts memory", got
-
-
-@pytest.fixture
-def calc(tmp_path):
-    dest = tmp_path / "calc"
-    shutil.copytree(EXAMPLES / "calc", dest, ignore=_IGNORE)
-    stats = dest / "calc" / "stats.py"
-    stats.write_text(stats.read_text().replace("age > 18", "age >= 18"))
-    return dest

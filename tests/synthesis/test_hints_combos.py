@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import random
-import shutil
 
 import pytest
 from click.testing import CliRunner
@@ -20,14 +19,7 @@ from frognano.synthesis.inject import candidate_bugs
 from frognano.synthesis.store import Task, read_tasks
 from frognano.synthesis.validate import baseline_timeouts, combine, hint_text, validate
 
-from .test_synth import SHOP, _IGNORE, check_tasks
-
-
-@pytest.fixture
-def shop(tmp_path):
-    dest = tmp_path / "shop"
-    shutil.copytree(SHOP, dest, ignore=_IGNORE)
-    return dest
+from .test_synth import check_tasks
 
 
 def _mutation(**kw) -> Mutation:
@@ -87,24 +79,29 @@ def test_hint_level_sets_text_and_family(shop_session):
     assert len({t.key for t in tasks.values()}) == 1  # the same bug
 
 
-def test_combine_two_bugs(shop_session, shop, tmp_path):
+def _first_combo(shop_session, shop, seed, partners, skip=lambda m, earlier: False):
+    """Validate candidates in order; combine each valid bug with ``partners(m, earlier)`` (of the
+    valid bugs before it) until a pair is a Task.  Returns (combination, its newer bug)."""
     ws, runner, baseline, coverage = shop_session
     timeouts = baseline_timeouts(baseline)
-    valid: dict[str, list[Mutation]] = {}
-    combo = None
-    for m in candidate_bugs(ws, coverage, seed=3):
-        if not isinstance(validate(ws, runner, baseline, coverage, m, timeouts=timeouts,
-                                   rng=random.Random(0)), Task):
+    earlier: list[Mutation] = []
+    for m in candidate_bugs(ws, coverage, seed=seed):
+        if skip(m, earlier) or not isinstance(validate(ws, runner, baseline, coverage, m, timeouts=timeouts,
+                                                       rng=random.Random(0)), Task):
             continue
-        for other in valid.get(m.path, []):
+        for other in partners(m, earlier):
             got = combine(ws, runner, baseline, coverage, [m, other], k=2, timeouts=timeouts,
                           rng=random.Random(0), repo=str(shop.resolve()))
             if isinstance(got, Task):
-                combo = got
-                break
-        if combo:
-            break
-        valid.setdefault(m.path, []).append(m)
+                return got, m
+        earlier.append(m)
+    return None, None
+
+
+def test_combine_two_bugs(shop_session, shop, tmp_path):
+    ws, runner, baseline, coverage = shop_session
+    timeouts = baseline_timeouts(baseline)
+    combo, m = _first_combo(shop_session, shop, 3, lambda m, earlier: [e for e in earlier if e.path == m.path])
     assert combo is not None
     assert combo.n_bugs == 2 and len(combo.operators) == 2
     assert Family.from_key(combo.family).bugs == 2 and "-b2-" in combo.family
@@ -122,23 +119,9 @@ def test_combine_two_bugs(shop_session, shop, tmp_path):
 
 
 def test_combine_bugs_in_two_files_of_a_package(shop_session, shop, tmp_path):
-    ws, runner, baseline, coverage = shop_session
-    timeouts = baseline_timeouts(baseline)
-    first: dict[str, Mutation] = {}  # path -> a valid single bug
-    combo = None
-    for m in candidate_bugs(ws, coverage, seed=5):
-        if m.path in first or not isinstance(validate(ws, runner, baseline, coverage, m, timeouts=timeouts,
-                                                      rng=random.Random(0)), Task):
-            continue
-        for other in first.values():
-            got = combine(ws, runner, baseline, coverage, [m, other], k=2, timeouts=timeouts,
-                          rng=random.Random(0), repo=str(shop.resolve()))
-            if isinstance(got, Task):
-                combo = got
-                break
-        if combo:
-            break
-        first[m.path] = m
+    # one valid bug per file, each combined with those of the other files
+    combo, _ = _first_combo(shop_session, shop, 5, lambda m, earlier: earlier,
+                            skip=lambda m, earlier: any(e.path == m.path for e in earlier))
     assert combo is not None
     assert combo.patch.count("diff --git") == 2  # one patch, two files
     assert len({b["bug_path"] for b in combo.extra["bugs"]}) == 2

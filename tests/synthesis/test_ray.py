@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import socket
 import subprocess
 import sys
@@ -13,22 +12,11 @@ import pytest
 from frognano.synthesis.store import read_tasks
 from frognano.synthesis.synth import synthesize
 
-from ..conftest import EXAMPLES
 
 try:
     import ray  # noqa: F401
 except ImportError:  # pragma: no cover - depends on the environment
     pytest.skip("ray is not installed (pip install 'frognano[ray]')", allow_module_level=True)
-
-
-@pytest.fixture
-def calc(tmp_path):
-    """examples/calc with its bug fixed, so its suite is green."""
-    dest = tmp_path / "calc"
-    shutil.copytree(EXAMPLES / "calc", dest, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
-    stats = dest / "calc" / "stats.py"
-    stats.write_text(stats.read_text().replace("age > 18", "age >= 18"))
-    return dest
 
 
 @pytest.mark.slow

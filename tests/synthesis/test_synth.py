@@ -24,26 +24,8 @@ from frognano.synthesis.synth import synthesize
 from frognano.synthesis.validate import Rejection, validate
 
 from ..conftest import EXAMPLES
+from .conftest import IGNORE as _IGNORE
 
-SHOP = Path(__file__).with_name("fixtures") / "shop"
-_IGNORE = shutil.ignore_patterns("__pycache__", ".pytest_cache")
-
-
-@pytest.fixture
-def calc(tmp_path):
-    """examples/calc with its bug fixed, so its suite is green."""
-    dest = tmp_path / "calc"
-    shutil.copytree(EXAMPLES / "calc", dest, ignore=_IGNORE)
-    stats = dest / "calc" / "stats.py"
-    stats.write_text(stats.read_text().replace("age > 18", "age >= 18"))
-    return dest
-
-
-@pytest.fixture
-def shop(tmp_path):
-    dest = tmp_path / "shop"
-    shutil.copytree(SHOP, dest, ignore=_IGNORE)
-    return dest
 
 
 def _pytest(root: Path, nodeids: list[str] | None = None) -> subprocess.Popen:

@@ -125,6 +125,16 @@ local function exec(client, bufnr, command, actions)
   client:exec_cmd({ title = command, command = command, arguments = { uri } }, { bufnr = bufnr })
 end
 
+--- The FrogNano client of `bufnr` (0 or nil: current) and the buffer number; warns when none.
+local function attached(bufnr)
+  bufnr = resolve(bufnr)
+  local client = M.client(bufnr)
+  if not client then
+    notify("not attached to this buffer", vim.log.levels.WARN)
+  end
+  return client, bufnr
+end
+
 local function apply_action(client, bufnr, action)
   if action.edit then
     vim.lsp.util.apply_workspace_edit(action.edit, client.offset_encoding)
@@ -136,10 +146,10 @@ end
 
 --- Apply the verified fix for `bufnr` when the server offers one, else ask it to search for one.
 function M.fix(bufnr)
-  bufnr = resolve(bufnr)
-  local client = M.client(bufnr)
+  local client
+  client, bufnr = attached(bufnr)
   if not client then
-    return notify("not attached to this buffer", vim.log.levels.WARN)
+    return
   end
   code_actions(client, bufnr, function(actions)
     for _, a in ipairs(actions) do
@@ -162,10 +172,10 @@ end
 
 --- Ask the server to run the tests for `bufnr`.
 function M.run_tests(bufnr)
-  bufnr = resolve(bufnr)
-  local client = M.client(bufnr)
+  local client
+  client, bufnr = attached(bufnr)
   if not client then
-    return notify("not attached to this buffer", vim.log.levels.WARN)
+    return
   end
   code_actions(client, bufnr, function(actions)
     exec(client, bufnr, "frognano.runTests", actions)
