@@ -87,10 +87,12 @@ def fix(path: Path, keyword: str | None, apply_: bool, as_json: bool, timeout: f
     from .config import load_settings
     from .render import FixRenderer, stderr_console
     from .repair.engine import Engine
+    from .repair.apply import recover as recover_interrupted
     from .sandbox.workspace import Workspace
 
     try:
         ws = Workspace(path)
+        recover_interrupted(ws.root)  # an --apply or undo killed midway: finish or roll it back
         settings = load_settings(ws.root, {"timeout": timeout, "model": model, "episodes": episodes,
                                            "constrain": False if no_constrain else None})
         if model:
@@ -104,7 +106,7 @@ def fix(path: Path, keyword: str | None, apply_: bool, as_json: bool, timeout: f
     with ws, renderer.live(), Engine(ws, settings, progress=renderer) as engine:
         report = engine.fix(keyword)
     if apply_ and report.fix is not None:
-        from .repair.patch import apply_patch
+        from .repair.apply import apply_patch
 
         try:
             record = apply_patch(ws.root, report.fix.patch)
@@ -126,7 +128,7 @@ def fix(path: Path, keyword: str | None, apply_: bool, as_json: bool, timeout: f
 def undo(path: Path, force: bool) -> None:
     """Restore the files changed by the last `frognano fix --apply` in PATH."""
     _setup_logging(0)
-    from .repair.patch import undo_last
+    from .repair.apply import undo_last
 
     try:
         result = undo_last(path, force=force)
@@ -171,11 +173,13 @@ def watch(path: Path, model: str | None, apply_: bool, timeout: float | None, ve
     """
     _setup_logging(verbose)
     from .config import load_settings
+    from .repair.apply import recover as recover_interrupted
     from .sandbox.workspace import Workspace
     from .watch import watch as run_watch
 
     try:
         ws = Workspace(path)
+        recover_interrupted(ws.root)  # an --apply or undo killed midway: finish or roll it back
         settings = load_settings(ws.root, {"timeout": timeout, "model": model})
     except FrogNanoError as exc:
         _fail(str(exc), exc.exit_code)

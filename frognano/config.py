@@ -6,6 +6,7 @@ the key (exit code 2), so a typo in pyproject.toml is never silently ignored.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from collections.abc import Mapping
@@ -19,6 +20,65 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
+
+_DAY = 86_400.0
+_TIB_MB = 1024 * 1024
+# Numeric settings and their sane ranges: (low, high, low excluded, unit).  NaN and infinities
+# are refused for every one, so a typo or a 2**70 never reaches the runner as a limit that
+# makes every test "time out" at once or an rlimit the kernel cannot hold.
+_BOUNDS: dict[str, tuple[float, float, bool, str]] = {
+    "timeout": (0, _DAY, True, "seconds"),
+    "collect_timeout": (0, _DAY, True, "seconds"),
+    "memory_mb": (64, _TIB_MB, False, "MiB"),
+    "fsize_mb": (1, _TIB_MB, False, "MiB"),
+    "max_locations": (1, 10_000, False, ""),
+    "max_candidates": (0, 1_000_000, False, ""),
+    "max_pairs": (0, 1_000_000, False, ""),
+    "search_seconds": (0, 7 * _DAY, True, "seconds"),
+    "candidate_timeout_factor": (0, 1_000, True, ""),
+    "episodes": (0, 1_000, False, ""),
+    "max_turns": (1, 1_000, False, ""),
+    "max_episode_tokens": (1, 10_000_000, False, "tokens"),
+    "temperature": (0, 10, False, ""),
+    "max_new_tokens": (1, 1_000_000, False, "tokens"),
+}
+
+
+def check_value(name: str, value: Any) -> str | None:
+    """What is wrong with ``value`` for the numeric setting ``name`` (None: nothing, or not numeric)."""
+    if name in ("sandbox", "sandbox_writable"):  # not numeric, but checked per key all the same
+        return check_sandbox(value, []) if name == "sandbox" else check_sandbox("auto", value)
+    if name not in _BOUNDS:
+        return None
+    low, high, low_open, unit = _BOUNDS[name]
+    span = (f"{'greater than' if low_open else 'at least'} {_num(low)} and at most {_num(high)}"
+            + (f" {unit}" if unit else ""))
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"{name} must be a number {span}, got {value!r}"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{name} must be a finite number {span}, got {value!r}"
+    if value < low or (low_open and value == low) or value > high:
+        return f"{name} must be {span}, got {value!r}"
+    return None
+
+
+SANDBOX_MODES = ("auto", "required", "off")
+
+
+def check_sandbox(mode: Any, writable: Any) -> str | None:
+    """What is wrong with the ``sandbox`` and ``sandbox_writable`` settings, or None."""
+    if mode not in SANDBOX_MODES:
+        return f"sandbox must be one of {', '.join(SANDBOX_MODES)}, got {mode!r}"
+    if not isinstance(writable, (list, tuple)) or not all(isinstance(p, str) for p in writable):
+        return f"sandbox_writable must be a list of paths, got {writable!r}"
+    for path in writable:
+        if not os.path.isabs(os.path.expanduser(path)):
+            return f"sandbox_writable: {path!r} is not an absolute path (or one starting with ~)"
+    return None
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
 @dataclass
@@ -42,19 +102,18 @@ class Settings:
     temperature: float = field(default=0.0, metadata={"help": "sampling temperature of the model (0: greedy)"})
     max_new_tokens: int = field(default=512, metadata={"help": "tokens the model may generate per turn"})
     constrain: bool = field(default=True, metadata={"help": "constrain in-process models to well-formed tool calls"})
+    allow_test_edits: bool = field(default=False, metadata={"help": "let fixes change test modules and conftest.py (the offer then says it edits tests); pytest's configuration and [tool.frognano] are never changed"})
+    sandbox: str = field(default="auto", metadata={"help": "confine test processes by the OS (Landlock, Seatbelt): writes only in the shadow copy and the run's temp dir, no TCP; auto (where the kernel allows; says once when it cannot) | required (refuse to run unconfined) | off"})
+    sandbox_writable: list[str] = field(default_factory=list, metadata={"help": "more paths confined tests may write (absolute or ~/...), e.g. a cache the tests fill"})
 
     def __post_init__(self) -> None:
-        for name in ("timeout", "collect_timeout", "search_seconds", "candidate_timeout_factor"):
-            if getattr(self, name) <= 0:
-                raise UsageError(f"{name} must be positive, got {getattr(self, name)}")
-        for name in ("fsize_mb", "max_locations", "max_turns", "max_episode_tokens", "max_new_tokens"):
-            if getattr(self, name) < 1:
-                raise UsageError(f"{name} must be at least 1, got {getattr(self, name)}")
-        for name in ("max_candidates", "max_pairs", "episodes", "temperature"):
-            if getattr(self, name) < 0:
-                raise UsageError(f"{name} must not be negative, got {getattr(self, name)}")
-        if self.memory_mb < 64:
-            raise UsageError(f"memory_mb must be at least 64, got {self.memory_mb}")
+        for name in _BOUNDS:  # one place for every numeric range (see _BOUNDS)
+            problem = check_value(name, getattr(self, name))
+            if problem:
+                raise UsageError(problem)
+        problem = check_sandbox(self.sandbox, self.sandbox_writable)
+        if problem:
+            raise UsageError(problem)
 
     def runner_config(self):  # -> RunnerConfig; imported lazily to keep config import-light
         from .sandbox.runner import RunnerConfig
@@ -62,14 +121,34 @@ class Settings:
         return RunnerConfig(
             python=self.python, test_args=list(self.test_args), timeout=self.timeout,
             collect_timeout=self.collect_timeout, memory_mb=self.memory_mb,
-            fsize_mb=self.fsize_mb, warm=self.warm,
+            fsize_mb=self.fsize_mb, warm=self.warm, sandbox=self.sandbox,
+            sandbox_writable=list(self.sandbox_writable),
         )
 
 
-def _coerce(name: str, kind: Any, value: Any, source: str) -> Any:
-    """Check (from TOML) or parse (from the environment) one value against its field type."""
+def _coerce(name: str, kind: Any, value: Any, source: str, *, from_env: bool = False) -> Any:
+    """Check (from TOML) or parse (from the environment) one value against its field type and range."""
+    value = _coerce_type(name, kind, value, source, from_env)
+    problem = check_value(name, value)
+    if problem:
+        raise UsageError(f"{source}: {problem}")
+    return value
+
+
+def _coerce_type(name: str, kind: Any, value: Any, source: str, from_env: bool) -> Any:
     text = isinstance(value, str)
     kind = str(kind)
+    if text and kind.startswith("list") and not from_env:
+        # TOML has lists: a bare string is a mistake (test_args = "-x -q" would otherwise be
+        # read some way the user did not mean).  The environment has only strings: split there.
+        import json
+        import shlex
+
+        try:
+            example = json.dumps(shlex.split(value))
+        except ValueError:
+            example = json.dumps([value])
+        raise UsageError(f"{source}: {name} = {value!r} must be a list of strings, e.g. {name} = {example}")
     try:
         if kind == "bool":
             if text:
@@ -104,28 +183,56 @@ def _coerce(name: str, kind: Any, value: Any, source: str) -> Any:
 
 
 def load_settings(root: Path, overrides: Mapping[str, Any] | None = None,
-                  environ: Mapping[str, str] | None = None) -> Settings:
-    """Settings for the project at ``root``; later sources win: pyproject, FROGNANO_*, overrides."""
+                  environ: Mapping[str, str] | None = None, *,
+                  problems: list[str] | None = None) -> Settings:
+    """Settings for the project at ``root``; later sources win: pyproject, FROGNANO_*, overrides.
+
+    A bad pyproject or environment value raises ``UsageError`` naming its key; with a
+    ``problems`` list (the language server) it is appended there instead and that key keeps
+    its default, so one typo does not throw away the rest of ``[tool.frognano]``.
+    """
     environ = os.environ if environ is None else environ
     types = {f.name: f.type for f in fields(Settings)}
     values: dict[str, Any] = {}
+
+    def refuse(exc: UsageError) -> None:
+        if problems is None:
+            raise exc
+        problems.append(str(exc))
+
     pyproject = root / "pyproject.toml"
+    table: Any = {}
     if pyproject.is_file():
         try:
             data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise UsageError(f"{pyproject}: not valid TOML ({exc})") from exc
-        table = data.get("tool", {}).get("frognano", {})
-        for key, value in table.items():
-            name = key.replace("-", "_")
+            refuse(UsageError(f"{pyproject}: not valid TOML ({exc})"))
+            data = {}
+        tool = data.get("tool", {})
+        table = tool.get("frognano", {}) if isinstance(tool, dict) else {}
+        if not isinstance(tool, dict):
+            refuse(UsageError(f"{pyproject}: tool = {tool!r} must be a table ([tool.frognano] settings "
+                              "are read from it)"))
+        elif not isinstance(table, dict):
+            refuse(UsageError(f"{pyproject}: tool.frognano = {table!r} must be a table: write the "
+                              "settings under [tool.frognano]"))
+            table = {}
+    for key, value in table.items():
+        name = key.replace("-", "_")
+        try:
             if name not in types:
                 raise UsageError(f"{pyproject}: unknown setting [tool.frognano] {key} "
                                  f"(known: {', '.join(sorted(types))})")
             values[name] = _coerce(name, types[name], value, f"{pyproject} [tool.frognano]")
+        except UsageError as exc:
+            refuse(exc)
     for name, kind in types.items():
         env = f"FROGNANO_{name.upper()}"
         if env in environ:
-            values[name] = _coerce(name, kind, environ[env], env)
+            try:
+                values[name] = _coerce(name, kind, environ[env], env, from_env=True)
+            except UsageError as exc:
+                refuse(exc)
     for name, value in (overrides or {}).items():
         if value is not None:
             values[name] = value

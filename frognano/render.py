@@ -99,7 +99,8 @@ class FixRenderer:
                     c.print(f"    {'; '.join(t.candidate.notes)} — fixes {len(t.result.fixed)} of "
                             f"{len(report.failing)}, breaks {len(t.result.broken)}", markup=False)
             return
-        c.print(f"\n[bold green]✓ Verified fix[/] ({report.fix.source}, {tried})")
+        edits_tests = " [bold yellow](edits tests)[/]" if report.fix.edits_tests else ""
+        c.print(f"\n[bold green]✓ Verified fix[/]{edits_tests} ({report.fix.source}, {tried})")
         for note in report.fix.notes:
             c.print(f"  {note}", markup=False)
         c.print(Syntax(report.fix.patch.diff(), "diff", theme="ansi_dark", background_color="default"))

@@ -46,7 +46,8 @@ from .config import Settings
 from .errors import EXIT_OK, EXIT_USAGE, ApplyError, FrogNanoError, UsageError
 from .render import FixRenderer
 from .repair.engine import Diagnosis, Engine, FixReport
-from .repair.patch import Patch, apply_patch
+from .repair.apply import apply_patch
+from .repair.patch import Patch
 from .sandbox.results import RunResult
 from .sandbox.spectra import is_test_file
 from .sandbox.workspace import IGNORED_DIRS, Workspace, read_source

@@ -73,7 +73,7 @@ def test_apply_refuses_when_files_changed_since_the_fix(example):
     from frognano.config import load_settings
     from frognano.errors import ApplyError
     from frognano.repair.engine import Engine
-    from frognano.repair.patch import apply_patch
+    from frognano.repair.apply import apply_patch
     from frognano.sandbox.workspace import Workspace
 
     project = example("calc")

@@ -161,10 +161,17 @@ class Engine:
         self.progress.phase("running the tests")
         args = ["-k", k] if k else []
         run = self.runner.run(None, args=args, coverage=True)
+        # A test that writes outside the shadow (a cache under $HOME) fails here, before any
+        # edit, so candidates are not blamed for it; say once what was denied and how to allow it.
+        denied = self.runner.denial_note(run)
+        if denied:
+            self.notes.append(denied)
         if run.collect_errors:
             first = run.collect_errors[0]
             where = f" {first.nodeid}" if first.nodeid else ""
             more = f" (and {len(run.collect_errors) - 1} more)" if len(run.collect_errors) > 1 else ""
+            if first.path:  # a conftest.py raised at import: name the project's own file
+                raise ProjectError(f"cannot import {self.ws.root / first.path}: {first.summary}{more}")
             raise ProjectError(f"cannot collect{where}: {first.summary}{more}")
         if run.exitstatus == 4:  # pytest usage error: bad option in test_args, bad -k
             line = next((ln for ln in run.log_tail.splitlines() if "error" in ln.lower()), run.log_tail.strip())
@@ -223,7 +230,8 @@ class Engine:
             return FixReport("passing", [], message=f"all {n} selected tests pass",
                              diagnosis=diagnosis, notes=self.notes)
         verifier = Verifier(self.ws, self.runner, diagnosis.run, diagnosis.coverage,
-                            timeout=self.settings.timeout, factor=self.settings.candidate_timeout_factor)
+                            timeout=self.settings.timeout, factor=self.settings.candidate_timeout_factor,
+                            allow_test_edits=self.settings.allow_test_edits)
         s = self.settings
         self.progress.phase("searching for a fix", s.max_candidates + s.max_pairs)
         search = Search(self.ws, verifier, max_locations=s.max_locations, max_candidates=s.max_candidates,
@@ -232,6 +240,7 @@ class Engine:
                         cancel=cancel)
         result = search.run(diagnosis.locations)
         if result.fix is not None:
+            result.fix.edits_tests = verifier.edits_tests(result.fix.patch)
             return FixReport("fixed", failing, result.fix, result.fix.verified.describe(),
                              diagnosis, result, self.notes, EXIT_OK)
         report = FixReport("unfixed", failing, None, "", diagnosis, result, self.notes, EXIT_UNFIXED)
@@ -242,6 +251,7 @@ class Engine:
                 report.status, report.message, report.exit_code = "error", str(exc), exc.exit_code
                 return report
             if report.fix is not None:
+                report.fix.edits_tests = verifier.edits_tests(report.fix.patch)
                 report.status, report.exit_code = "fixed", EXIT_OK
                 report.message = report.fix.verified.describe()
                 return report
@@ -274,7 +284,8 @@ class Engine:
                                    constrain=s.constrain,
                                    sampling=Sampling(temperature=temperature, seed=i, max_tokens=s.max_new_tokens))
             toolbox = ToolBox(self.ws, self.runner, list(report.failing), _candidate_infos(search),
-                              timeouts=verifier.timeouts)
+                              timeouts=verifier.timeouts, spec=verifier.spec,
+                              allow_test_edits=s.allow_test_edits)
             self.progress.phase(f"model episode {i + 1} of {s.episodes}")
             episode = run_episode(model, toolbox, observation, config, cancel=cancel,
                                   record_dir=project_cache(self.ws.root) / "episodes",
@@ -285,6 +296,8 @@ class Engine:
             if episode.patch is None:
                 continue
             check = verifier.check(episode.patch)
+            if check.refused:
+                report.notes = [*report.notes, f"model episode {i + 1}: patch refused: {check.refused}"]
             verification = verifier.confirm(episode.patch) if check.verified else None
             if verification is not None:
                 note = f"model episode {i + 1}: {episode.record}"

@@ -13,12 +13,23 @@ Tool calls use the Qwen form the chat templates render::
 Every file access goes through ``ToolBox._path``: relative paths inside the project only, no
 ``..``, no absolute paths, nothing through a symlink that leaves it.  Edits live in the
 episode's own copy of the texts and reach the shadow only for ``run_tests``.
+
+Nothing a model sends reaches outside the project or crashes the episode (DESIGN.md
+invariants 5 and 7): ``run_tests`` takes only test ids and paths inside the project (never a
+pytest option, an ``@file``, control characters), ``edit`` refuses the specification (test
+modules, conftest.py, pytest's configuration, ``[tool.frognano]``; see
+``sandbox/specification.py``), ``search`` runs under a deadline, and arguments no check foresaw
+(a NUL byte, a lone surrogate, JSON nested thousands deep, an integer of thousands of digits)
+come back as a one-line error while the episode goes on.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
+import logging
+import os
+import posixpath
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,9 +38,14 @@ from typing import Any
 from ..errors import FrogNanoError
 from ..sandbox.results import RunResult
 from ..sandbox.runner import TestRunner
+from ..sandbox.specification import Specification
 from ..sandbox.workspace import Workspace
+from .grep import SECONDS as SEARCH_SECONDS
+from .grep import GrepError, GrepTimeout, grep
 from .localize import Location
 from .patch import FileEdit, Patch
+
+log = logging.getLogger(__name__)
 
 SYSTEM_PROMPT = """\
 You fix Python code so that the failing pytest tests pass without breaking the others.
@@ -67,6 +83,12 @@ _JSON_TYPES = {"string": str, "integer": int, "array": list, "object": dict, "bo
 
 READ_WINDOW = 40  # lines shown by read() without an explicit end
 MAX_REPLY = 3000  # characters of any tool reply
+MAX_ERROR = 300  # characters of a one-line error
+MAX_DEPTH = 8  # nesting of a call's JSON (the deepest real call is 3: call, arguments, selection)
+MAX_INT = 10**9  # integer arguments are line and candidate numbers
+# NUL and other control characters, and lone surrogates (not text at all): never in a path or id.
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 class ToolError(Exception):
@@ -94,6 +116,12 @@ def parse_tool_call(text: str) -> ToolCall:
         obj = json.loads(match.group(1))
     except json.JSONDecodeError as exc:
         raise ToolError(f"the tool call is not valid JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:
+        raise ToolError(f"the tool call is nested too deeply (at most {MAX_DEPTH} levels)") from None
+    except ValueError as exc:  # an integer of more digits than Python converts
+        raise ToolError(f"the tool call is not valid JSON ({_one_line(str(exc), 120)})") from None
+    if _depth(obj) > MAX_DEPTH:
+        raise ToolError(f"the tool call is nested too deeply (at most {MAX_DEPTH} levels)")
     if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
         raise ToolError('the tool call needs a "name" string and an "arguments" object')
     name, args = obj["name"], obj.get("arguments", {})
@@ -112,7 +140,34 @@ def parse_tool_call(text: str) -> ToolCall:
         want = _JSON_TYPES[spec["type"]]
         if not isinstance(value, want) or (want is int and isinstance(value, bool)):
             raise ToolError(f"{name}: {key} must be a {spec['type']}")
+        if want is int and not -MAX_INT <= value <= MAX_INT:
+            raise ToolError(f"{name}: {key} is out of range (at most {MAX_INT} in size)")
+        item = spec.get("items", {}).get("type")
+        if want is list and item and not all(isinstance(v, _JSON_TYPES[item]) for v in value):
+            raise ToolError(f"{name}: {key} must be an array of {item}s")
     return ToolCall(name, args)
+
+
+def _depth(obj: Any) -> int:
+    """How deeply ``obj`` nests lists and objects (iteratively: it may be deep)."""
+    deepest, stack = 0, [(obj, 1)]
+    while stack:
+        value, level = stack.pop()
+        if isinstance(value, (list, dict)):
+            deepest = max(deepest, level)
+            if level <= MAX_DEPTH:  # deeper than that is already too deep
+                stack.extend((v, level + 1) for v in (value.values() if isinstance(value, dict) else value))
+    return deepest
+
+
+def _one_line(text: str, limit: int = MAX_ERROR) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _show(value: str, limit: int = 60) -> str:
+    """A model-supplied string in an error: quoted, escaped, short (control characters visible)."""
+    return repr(value[:limit] + ("..." if len(value) > limit else ""))
 
 
 def render_tool_call(call: ToolCall) -> str:
@@ -181,9 +236,18 @@ class ToolBox:
     texts: dict[str, str] = field(default_factory=dict)  # current text of files the episode changed
     originals: dict[str, str] = field(default_factory=dict)
     test_runs: int = 0
+    spec: Specification | None = None  # what no edit may change (default: from the workspace)
+    allow_test_edits: bool = False  # the user's opt-in to fixes of test code
+    search_seconds: float = SEARCH_SECONDS
+
+    def __post_init__(self) -> None:
+        if self.spec is None:
+            self.spec = Specification.of_workspace(self.ws, self.failing)
 
     # -- confinement ----------------------------------------------------------------------
     def _path(self, path: str) -> str:
+        if _UNSAFE.search(path):
+            raise ToolError(f"{_show(path)}: control characters or invalid text in a path")
         rel = path.strip().replace("\\", "/")
         if rel.startswith("./"):
             rel = rel[2:]
@@ -210,9 +274,17 @@ class ToolBox:
     # -- tools ----------------------------------------------------------------------------
     def call(self, call: ToolCall) -> ToolResult:
         try:
-            return getattr(self, f"_tool_{call.name}")(**call.arguments)
+            result = getattr(self, f"_tool_{call.name}")(**call.arguments)
         except ToolError as exc:
-            return ToolResult(f"error: {exc}")
+            result = ToolResult(f"error: {_one_line(str(exc))}")
+        except (ValueError, TypeError, OverflowError, RecursionError, OSError) as exc:
+            # Arguments no check above foresaw: an error for the model, never a crash of the fix.
+            log.info("tool %s failed on its arguments: %r", call.name, exc)
+            result = ToolResult(f"error: {call.name}: these arguments cannot be used "
+                                f"({type(exc).__name__}: {_one_line(str(exc), 120)})")
+        # Replies go back into the model's context (and its tokenizer): valid UTF-8 only.
+        result.text = result.text.encode("utf-8", "replace").decode("utf-8")
+        return result
 
     def _tool_read(self, path: str, start: int = 1, end: int | None = None) -> ToolResult:
         rel = self._path(path)
@@ -227,21 +299,22 @@ class ToolBox:
     def _tool_search(self, pattern: str, path: str | None = None) -> ToolResult:
         try:
             rx = re.compile(pattern)
-        except re.error as exc:
+        except (re.error, OverflowError, RecursionError) as exc:
             rx = re.compile(re.escape(pattern)) if pattern else None
             if rx is None:
                 raise ToolError(f"bad pattern: {exc}") from None
         files = [self._path(path)] if path else sorted(self.ws.python_files())
-        hits = []
+        texts = []
         for rel in files:
             try:
-                text = self._text(rel)
+                texts.append((rel, self._text(rel)))
             except ToolError:
                 continue
-            hits.extend(f"{rel}:{n}: {line.strip()}" for n, line in enumerate(text.splitlines(), 1)
-                        if rx.search(line))
-            if len(hits) > 30:
-                break
+        try:  # in a child process with a deadline: a backtracking pattern must not hang the fix
+            found = grep(rx.pattern, texts, limit=31, seconds=self.search_seconds)
+        except (GrepTimeout, GrepError) as exc:
+            raise ToolError(f"search: {exc}") from None
+        hits = [f"{rel}:{n}: {line}" for rel, n, line in found]
         if not hits:
             return ToolResult("no matches")
         more = "\n... more matches; narrow the pattern" if len(hits) > 30 else ""
@@ -249,10 +322,18 @@ class ToolBox:
 
     def _replace(self, rel: str, new_text: str) -> ToolResult:
         old_text = self._text(rel)
+        assert self.spec is not None
+        why = self.spec.reason(rel, old_text, new_text, allow_test_edits=self.allow_test_edits)
+        if why:  # first: whatever else is wrong with the edit, this is the rule it breaks
+            raise ToolError(why)
+        if _SURROGATE.search(new_text):
+            raise ToolError("the new text holds a lone surrogate, which is not valid Unicode text")
         try:
             compile(new_text, rel, "exec")
         except SyntaxError as exc:
             raise ToolError(f"the edit would break the syntax of {rel}: line {exc.lineno}: {exc.msg}") from None
+        except ValueError as exc:  # NUL bytes (before Python 3.12)
+            raise ToolError(f"the edit would break {rel}: {exc}") from None
         self._set(rel, new_text)
         diff = "".join(difflib.unified_diff(old_text.splitlines(True), new_text.splitlines(True),
                                             f"a/{rel}", f"b/{rel}", n=1))
@@ -286,24 +367,60 @@ class ToolBox:
             raise ToolError(f"candidate {n} no longer applies: {cand.path} was edited since; use edit") from None
         return self._replace(cand.path, new_text)
 
+    def _selection(self, selection: list[str]) -> list[str]:
+        """Test ids and paths inside the project, as pytest can never read as options.
+
+        Everything else is refused: an option (``--junitxml=/abs/file``, ``--basetemp``,
+        ``--log-file``, ``--debug=...`` would make pytest write outside the project), an
+        ``@file`` (pytest expands those into arguments even after ``--``), control characters,
+        and paths that resolve outside the project (``..``, absolute, through a symlink).
+        """
+        wanted = []
+        for raw in selection:
+            if not isinstance(raw, str):
+                raise ToolError("run_tests: selection must be a list of test ids")
+            item = raw.strip()
+            usage = "give test ids or paths inside the project, like tests/test_x.py::test_y"
+            if _UNSAFE.search(raw) or not item:
+                raise ToolError(f"run_tests: {_show(raw)} is not a test id (empty, or control characters); {usage}")
+            if item[0] in "-@":
+                raise ToolError(f"run_tests: {_show(raw)} is not a test id: options and @files are not "
+                                f"accepted; {usage}")
+            path, sep, rest = item.partition("::")
+            norm = posixpath.normpath(path.replace("\\", "/"))
+            real = os.path.realpath(os.path.join(self.ws.root, norm))
+            root = str(self.ws.root)
+            if (posixpath.isabs(norm) or norm == ".." or norm.startswith("../")
+                    or not (real == root or real.startswith(root + os.sep))):
+                raise ToolError(f"run_tests: {_show(raw)} is outside the project; {usage}")
+            if norm[0] in "-@":  # "./-x.py": pytest would still read the rest as an option
+                norm = "./" + norm
+            wanted.append(norm + sep + rest)
+        return wanted
+
     def _tool_run_tests(self, selection: list[str] | None = None) -> ToolResult:
         if selection == ["all"]:
             wanted = None
         else:
-            wanted = [s for s in (selection or self.failing) if isinstance(s, str)]
-            if any(".." in s or s.startswith("/") for s in wanted):
-                raise ToolError("test ids are relative to the project, like tests/test_x.py::test_y")
+            wanted = self._selection(selection or self.failing)
         changed = {rel: t for rel, t in self.texts.items() if t != self.originals.get(rel)}
+        assert self.spec is not None
+        protected = [r for r in self.spec.protected(self.ws.entries) if r not in changed]
+        strays = self.spec.strays(self.ws.entries)
         try:
             with self.ws.edited(changed):
+                self.ws.ensure_pristine(protected, strays)  # the user's tests, whatever ran before
                 run = self.runner.run(wanted, timeouts=self.timeouts)
+                rewrote = self.ws.ensure_pristine(protected, strays)
         except (FrogNanoError, OSError) as exc:
-            raise ToolError(f"the tests could not run: {exc}") from None
+            raise ToolError(f"the tests could not run: {_one_line(str(exc))}") from None
         self.test_runs += 1
         if run.collect_errors:
             return ToolResult(_bounded("collection error: " + run.collect_errors[0].summary))
         failing = run.failing
         lines = [f"{len(run.tests) - len(failing)} passed, {len(failing)} failed"]
+        if rewrote:
+            lines.append(f"note: the run rewrote {', '.join(rewrote[:3])}; restored (these results do not count)")
         for nodeid in failing[:5]:
             lines.append(f"- {nodeid}: {run.tests[nodeid].summary}")
         return ToolResult(_bounded("\n".join(lines)))

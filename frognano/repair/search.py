@@ -87,6 +87,12 @@ class Search:
     # -- candidates -----------------------------------------------------------------------
     def source(self, path: str) -> str | None:
         if path not in self._sources:
+            # Test code is the specification: the search never mutates it (opted in or not).
+            why = self.verifier.spec.reason(path)
+            if why:
+                log.info("not searching %s: %s", path, why)
+                self._sources[path] = None
+                return None
             try:
                 self.ws.check_editable(path)
                 self._sources[path] = self.ws.read(path)

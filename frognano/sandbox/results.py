@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,6 +54,7 @@ class TestResult:
 class CollectError:
     nodeid: str
     message: str
+    path: str = ""  # a conftest.py that raised at import (relative to the project), else ""
 
     @property
     def summary(self) -> str:
@@ -74,6 +77,11 @@ class RunResult:
     warm: bool = False
     log_tail: str = ""
     cancelled: bool = False  # stopped by the caller's cancel event: results are partial
+    # The OS sandbox: how the run was confined ("landlock ABI 7", "seatbelt"), "" when it ran
+    # unconfined (``unconfined`` says why), None when the run never said (it died first).
+    confinement: str | None = None
+    unconfined: str = ""
+    denied: dict[str, str] = field(default_factory=dict)  # path the sandbox denied -> test ("" outside one)
 
     @property
     def failing(self) -> list[str]:
@@ -87,6 +95,23 @@ class RunResult:
     def ok(self) -> bool:
         return not self.collect_errors and not self.failing
 
+    def relocate(self, shadow: str, root: str) -> None:
+        """Name the project's own files, not the shadow copy's, in collection errors and the log.
+
+        The shadow (``<cache>/projects/<name>-<hash>/shadow-N``) is FrogNano's business: a
+        user reading "ImportError while loading conftest ..." wants the file they can open.
+        """
+        pattern = _shadow_pattern(shadow)
+        if pattern is None:
+            return
+        real = root.rstrip(os.sep)
+
+        def sub(text: str) -> str:
+            return pattern.sub(lambda _: real, text)
+
+        self.collect_errors = [CollectError(e.nodeid, sub(e.message), e.path) for e in self.collect_errors]
+        self.log_tail = sub(self.log_tail)
+
     def merge(self, other: "RunResult") -> None:
         self.tests.update(other.tests)
         self.collect_errors.extend(e for e in other.collect_errors if e not in self.collect_errors)
@@ -96,6 +121,20 @@ class RunResult:
         self.leaks = sorted(set(self.leaks) | set(other.leaks))
         self.exitstatus = other.exitstatus
         self.log_tail = other.log_tail or self.log_tail
+        if other.confinement is not None:
+            self.confinement, self.unconfined = other.confinement, other.unconfined
+        for path, test in other.denied.items():
+            self.denied.setdefault(path, test)
+
+
+def _shadow_pattern(shadow: str) -> re.Pattern[str] | None:
+    """The shadow's path, as given or resolved, not followed by more of a name (shadow-1 is
+    not shadow-10)."""
+    spellings = {s.rstrip(os.sep) for s in (shadow, os.path.realpath(shadow)) if s.rstrip(os.sep)}
+    if not spellings:
+        return None
+    alternatives = "|".join(re.escape(s) for s in sorted(spellings, key=len, reverse=True))
+    return re.compile(f"(?:{alternatives})(?![\\w.-])")
 
 
 def parse_results(path: Path) -> tuple[RunResult, str | None]:
@@ -117,7 +156,7 @@ def parse_results(path: Path) -> tuple[RunResult, str | None]:
         if kind == "collected":
             run.collected = list(rec["nodeids"])
         elif kind == "collect_error":
-            run.collect_errors.append(CollectError(rec["nodeid"], rec.get("message", "")))
+            run.collect_errors.append(CollectError(rec["nodeid"], rec.get("message", ""), rec.get("path", "")))
         elif kind == "start":
             running = rec["nodeid"]
         elif kind == "result":
@@ -138,4 +177,8 @@ def parse_results(path: Path) -> tuple[RunResult, str | None]:
         elif kind == "end":
             run.exitstatus = rec.get("exitstatus")
             run.leaks = rec.get("leaks", [])
+            for path, test in rec.get("denied", []):
+                run.denied.setdefault(path, test)
+        elif kind == "sandbox":
+            run.confinement, run.unconfined = rec.get("confined", ""), rec.get("reason", "")
     return run, running

@@ -14,19 +14,24 @@ import itertools
 import json
 import logging
 import os
+import re
 import select
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+from ..config import check_sandbox
 from ..errors import ProjectError, UsageError
+from ._worker import frognano_confine as confine
 from .preimport import project_top_names, third_party_modules
 from .results import CollectError, RunResult, TestResult, parse_results
 from .workspace import Workspace
@@ -37,6 +42,7 @@ WORKER_DIR = Path(__file__).with_name("_worker")
 _POLL = 0.05
 _KILL_GRACE = 30.0  # seconds the fork server gets to report a run the watchdog killed
 _MAX_RELAUNCHES = 25
+_warned_unconfined: set[str] = set()  # "tests run unconfined" is said once per process and reason
 
 
 @dataclass
@@ -51,12 +57,25 @@ class RunnerConfig:
     fsize_mb: int = 256  # largest file a test may write
     max_output: int = 4000  # characters of captured output kept per test
     warm: bool = True  # use the fork server when it can be used
+    sandbox: str = "auto"  # confine test processes: auto | required | off (see frognano_confine)
+    sandbox_writable: list[str] = field(default_factory=list)  # more paths the tests may write
 
     def __post_init__(self) -> None:
         if self.timeout <= 0:
             raise UsageError(f"timeout must be positive, got {self.timeout}")
         if self.memory_mb < 64:
             raise UsageError(f"memory_mb must be at least 64, got {self.memory_mb}")
+        problem = check_sandbox(self.sandbox, self.sandbox_writable)
+        if problem:
+            raise UsageError(problem)
+
+
+def probe_sandbox() -> tuple[str, str]:
+    """How this machine can confine test runs (``"landlock ABI 7"``), or "" and why not.
+
+    The project's interpreter runs on the same kernel, so FrogNano asks here, before a run.
+    """
+    return confine.probe()
 
 
 def find_python(root: Path, configured: str | None) -> str:
@@ -158,6 +177,7 @@ class TestRunner:
         assert workspace.shadow is not None, "open and sync the workspace first"
         self.dir = workspace.shadow.with_name(workspace.shadow.name + ".runs")
         self.dir.mkdir(exist_ok=True)
+        self._setup_sandbox()
         self._counter = itertools.count()
         self._unread = b""  # bytes read from the fork server past the last full line
         self._server: subprocess.Popen | None = None
@@ -236,12 +256,20 @@ class TestRunner:
         return total
 
     def close(self) -> None:
+        self._stop_server()
+        shutil.rmtree(self.tmp, ignore_errors=True)  # made again if the runner is used again
+
+    def _stop_server(self) -> None:
         server, self._server = self._server, None
         if server is None:
             return
         with contextlib.suppress(OSError, ValueError):
             server.stdin.write(b'{"cmd": "exit"}\n')  # type: ignore[union-attr]
             server.stdin.flush()  # type: ignore[union-attr]
+        # The end of its stdin also stops a run in flight, with all it started; a SIGKILL (below)
+        # would leave that run's daemons to init.
+        with contextlib.suppress(OSError, ValueError):
+            server.stdin.close()  # type: ignore[union-attr]
         try:
             server.wait(timeout=2)
         except subprocess.TimeoutExpired:
@@ -254,6 +282,92 @@ class TestRunner:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    # -- the sandbox ----------------------------------------------------------------------
+    def _setup_sandbox(self) -> None:
+        """Decide, once, whether runs are confined; the worker confirms it in every run."""
+        self.sandbox = self.config.sandbox  # what the worker is asked for
+        self.confinement = ""  # how the last run was confined ("landlock ABI 7"), "" when not
+        self.unconfined = 'sandbox = "off"' if self.sandbox == "off" else ""  # why runs are not confined
+        if self.sandbox != "off":
+            how, why = probe_sandbox()
+            if not how:
+                self._unconfined(why)
+                self.sandbox = "off"
+        self.writable = [os.path.expanduser(p) for p in self.config.sandbox_writable]
+        for path in self.writable:
+            if not os.path.exists(path):
+                log.warning("sandbox_writable: %s does not exist, so tests cannot write there", path)
+        # The run's temp dir, TMPDIR of every run (pytest's tmp_path lands there): under the
+        # system's temp dir, since unix socket paths in it must stay short.
+        self.tmp = Path(tempfile.mkdtemp(prefix="frognano-tmp-"))
+        self._cleanup = weakref.finalize(self, shutil.rmtree, str(self.tmp), True)
+
+    def _unconfined(self, why: str) -> None:
+        self.unconfined = why
+        if self.config.sandbox == "required":
+            raise UsageError(f'sandbox = "required", but the tests cannot be confined here: {why}')
+        if why not in _warned_unconfined:
+            _warned_unconfined.add(why)
+            log.warning("tests run unconfined (no OS sandbox): %s", why)
+
+    def _check_confinement(self, result: RunResult) -> None:
+        """The worker's word on the run just finished: confined, or why not (refused if required)."""
+        if result.confinement:
+            self.confinement, self.unconfined = result.confinement, ""
+        elif result.confinement is not None and self.sandbox != "off":
+            self.confinement = ""
+            self._unconfined(result.unconfined or "the test process could not confine itself")
+
+    def _writable_roots(self) -> list[str]:
+        shadow = self.ws.shadow
+        assert shadow is not None
+        return [os.path.realpath(p) for p in (shadow, self.dir, self.tmp, *self.writable)]
+
+    def denied_writes(self, run: RunResult) -> dict[str, list[str]]:
+        """Paths outside the shadow that ``run``'s failing tests (or its collection) could not
+        write because of the sandbox, each with the failing tests that tried.
+
+        From the worker's audit hook (writes by Python code) and from the failure messages
+        ("[Errno 13] Permission denied: '/path'", from any program); a path counts only where
+        FrogNano itself may write, so that the sandbox, not the file's mode, refused.
+        """
+        if not run.confinement:
+            return {}
+        failing = set(run.failing)
+        roots = self._writable_roots()
+        found: dict[str, list[str]] = {}
+
+        def add(path: str, test: str) -> None:
+            if not os.path.isabs(path) or _inside(os.path.realpath(path), roots) or not _may_write(path):
+                return
+            tests = found.setdefault(path, [])
+            if test and test not in tests:
+                tests.append(test)
+
+        for path, test in run.denied.items():
+            if test in failing or (not test and run.collect_errors):
+                add(path, test)
+        texts = [(n, run.tests[n].message) for n in run.failing] + [("", e.message) for e in run.collect_errors]
+        for test, text in texts:
+            for m in _DENIED_MESSAGE.finditer(text):
+                add(m.group(2) or m.group(1), test)
+        return found
+
+    def denial_note(self, run: RunResult) -> str | None:
+        """One line naming what the sandbox denied ``run``'s tests and the setting that allows it."""
+        denied = self.denied_writes(run)
+        if not denied:
+            return None
+        paths = sorted(denied)
+        tests = sorted({t for ts in denied.values() for t in ts})
+        shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+        who = ""
+        if tests:
+            who = f" ({tests[0]}{f' and {len(tests) - 1} more' if len(tests) > 1 else ''} failing)"
+        allow = sorted({p if os.path.isdir(p) else os.path.dirname(p) for p in paths})
+        return (f"the sandbox denied writing outside the shadow copy: {shown}{who}; if the tests "
+                f"need it, allow it with [tool.frognano] sandbox_writable = {json.dumps(allow)}")
+
     # -- one launch -----------------------------------------------------------------------
     def _request(self, nodeids: Sequence[str] | None, args: Sequence[str],
                  options: _Options, timeouts: dict[str, float]) -> dict:
@@ -262,6 +376,7 @@ class TestRunner:
         results.unlink(missing_ok=True)
         shadow = self.ws.shadow
         assert shadow is not None
+        self.tmp.mkdir(exist_ok=True)
         paths = ["src"] if (shadow / "src").is_dir() else []
         cpu = None
         if nodeids:
@@ -282,6 +397,7 @@ class TestRunner:
             "max_output": self.config.max_output,
             "limits": {"memory_mb": self.config.memory_mb, "fsize_mb": self.config.fsize_mb,
                        "cpu_seconds": cpu},
+            "sandbox": {"mode": self.sandbox, "tmp": str(self.tmp), "writable": self.writable},
         }
 
     def _run_once(self, nodeids, args, options, timeouts, cancel=None):
@@ -304,19 +420,22 @@ class TestRunner:
             killed, code = self._run_fresh(req, watch)
         result, running = parse_results(Path(req["results"]))
         result.log_tail = _tail(Path(req["log"]))
+        result.relocate(req["root"], req["real_root"])  # messages name the project's files
         if result.leaks:
             log.warning("modules imported from the project instead of the shadow: %s",
                         ", ".join(result.leaks))
         Path(req["results"]).unlink(missing_ok=True)
+        self._check_confinement(result)
         return result, running, killed, code
 
     def _run_fresh(self, req: dict, watch: _Watch) -> tuple[bool, int | None]:
         req_path = self.dir / "request.json"
         req_path.write_text(json.dumps(req))
         with open(req["log"], "wb") as logf:
+            # stdin: a pipe FrogNano never writes; its end tells the worker FrogNano died.
             proc = subprocess.Popen(
                 [self.python, "-m", "frognano_worker", "run", str(req_path)],
-                cwd=req["root"], env=_worker_env(), stdin=subprocess.DEVNULL,
+                cwd=req["root"], env=_worker_env(), stdin=subprocess.PIPE,
                 stdout=logf, stderr=subprocess.STDOUT, start_new_session=True,
             )
         fd = os.pidfd_open(proc.pid) if hasattr(os, "pidfd_open") else None
@@ -328,13 +447,15 @@ class TestRunner:
                     time.sleep(_POLL / 5)
                 if proc.poll() is None and watch.overdue():
                     watch.killed = True
-                    _killpg(proc.pid)
+                    _kill_run(proc.pid)
                     proc.wait()
         finally:
             if fd is not None:
                 os.close(fd)
             _killpg(proc.pid)  # the run and whatever its tests left behind
             proc.wait()
+            with contextlib.suppress(OSError):
+                proc.stdin.close()  # type: ignore[union-attr]
         return watch.killed, proc.returncode
 
     # -- the warm server ------------------------------------------------------------------
@@ -376,7 +497,7 @@ class TestRunner:
 
     def _abandon_server(self, reason: str) -> None:
         log.info("%s; running each test batch in a fresh process", reason)
-        self.close()
+        self._stop_server()
         self._server_failed, self.warm_reason = True, reason
 
     def _send(self, obj: dict) -> None:
@@ -409,7 +530,7 @@ class TestRunner:
             if deadline is not None and time.monotonic() > deadline:
                 raise _ServerLost(f"no answer in {timeout:g} s")
             if watch is not None and pid is not None and not watch.killed and watch.overdue():
-                _killpg(pid)
+                _kill_run(pid)
                 watch.killed, killed_at = True, time.monotonic()
             if killed_at is not None and time.monotonic() - killed_at > _KILL_GRACE:
                 raise _ServerLost(f"no answer {_KILL_GRACE:g} s after its run was killed")
@@ -439,6 +560,44 @@ class _ServerLost(Exception):
 def _killpg(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
+
+
+def _kill_run(pid: int) -> None:
+    """Kill a live run: its descendants first (processes in new sessions escape its group; the
+    run's process is their subreaper, so they stay below it while it lives), then its group.
+
+    Only for a run not yet reaped, whose pid cannot have been reused.
+    """
+    killed: set[int] = set()
+    for _ in range(50):  # until a walk finds no one new (killed ones linger as zombies)
+        found = [p for p in confine.descendants(pid) if p not in killed]
+        if not found:
+            break
+        for child in found:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(child, signal.SIGKILL)
+        killed.update(found)
+    _killpg(pid)
+
+
+# "[Errno 13] Permission denied: '/path'" (Landlock), errno 1 (Seatbelt), 30 (read-only file
+# system); for a rename, "'src' -> 'dst'" names the destination.
+_DENIED_MESSAGE = re.compile(r"\[Errno (?:1|13|30)\] [^:\n]+: '([^'\n]+)'(?: -> '([^'\n]+)')?")
+
+
+def _inside(path: str, roots: list[str]) -> bool:
+    return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
+
+
+def _may_write(path: str) -> bool:
+    """Whether FrogNano (unconfined) may write ``path``: the file, or its nearest existing folder."""
+    probe = path
+    while not os.path.exists(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            return False
+        probe = parent
+    return os.access(probe, os.W_OK)
 
 
 def _tail(path: Path, limit: int = 4000) -> str:

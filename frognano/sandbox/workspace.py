@@ -16,7 +16,7 @@ import os
 import shutil
 import subprocess
 import tokenize
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -108,6 +108,16 @@ def list_project(root: Path) -> list[Entry]:
     return entries
 
 
+def _signature(path: Path) -> list[int] | None:
+    """How a shadow file looks on disk, without reading it: any rewrite, replacement or chmod
+    changes the status-change time (which, unlike mtime, no process can set back)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_mode]
+
+
 def read_source(path: Path) -> str:
     """Decode a Python file as Python does (coding cookie, BOM); newlines kept as they are."""
     data = path.read_bytes()
@@ -152,6 +162,9 @@ class Workspace:
         self._lock_fd: int | None = None
         self.entries: dict[str, Entry] = {}
         self._overlay: dict[str, str] = {}
+        # What each shadow file looked like when FrogNano last wrote it: a run of the code under
+        # test can rewrite shadow files (a test module, say), and this is how that is noticed.
+        self._sigs: dict[str, list[int] | None] = {}
 
     # -- lifecycle ------------------------------------------------------------------------
     def __enter__(self) -> "Workspace":
@@ -204,14 +217,20 @@ class Workspace:
         for rel, e in entries.items():
             key = [e.size, e.mtime_ns, e.link]
             dest = self.shadow / rel
-            if old.get(rel) == key and rel not in dirty and (dest.exists() or dest.is_symlink()):
+            prev = old.get(rel) or []
+            sig = _signature(dest)
+            # Unchanged only if the project file is as it was and the shadow's copy too: a run
+            # may have rewritten the copy (the manifest keeps the copy's signature for that).
+            if prev[:3] == key and rel not in dirty and sig is not None and prev[3:] == [sig]:
                 stats.unchanged += 1
             else:
                 self._copy(e, dest)
+                sig = _signature(dest)
                 stats.copied += 1
             if e.external:
                 stats.external_links.append(rel)
-            new[rel] = key
+            new[rel] = [*key, sig]
+            self._sigs[rel] = sig
         for rel in set(old) - set(entries):
             with contextlib.suppress(FileNotFoundError, IsADirectoryError):
                 (self.shadow / rel).unlink()
@@ -221,6 +240,11 @@ class Workspace:
         self._write_manifest(new)
         for rel, text in self._overlay.items():
             self._write_shadow(rel, text)
+        # A conftest.py or pytest configuration an earlier run planted near the tests (or a
+        # planted bytecode cache) would judge every later run: gone before anything runs.
+        from .specification import Specification
+
+        self.ensure_pristine((), Specification.of_workspace(self).strays(self.entries))
         return stats
 
     def _copy(self, e: Entry, dest: Path) -> None:
@@ -237,6 +261,7 @@ class Workspace:
         else:
             shutil.copyfile(self.root / e.rel, dest)
             shutil.copymode(self.root / e.rel, dest)
+        self._sigs[e.rel] = _signature(dest)
 
     def _write_manifest(self, manifest: Mapping[str, object]) -> None:
         tmp = self._manifest_path.with_suffix(".tmp")
@@ -293,6 +318,7 @@ class Workspace:
                     path.unlink(missing_ok=True)
                 else:
                     path.write_bytes(data)
+                self._sigs[rel] = _signature(path)
             self._clear_dirty(set(files) - set(self._overlay))
 
     def _clear_dirty(self, rels: set[str]) -> None:
@@ -307,6 +333,40 @@ class Workspace:
         path = self.check_editable(rel)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(encode_source(text, like=self.root / rel if (self.root / rel).exists() else None))
+        self._sigs[rel] = _signature(path)
+
+    def ensure_pristine(self, rels: Iterable[str], absent: Iterable[str] = ()) -> list[str]:
+        """Put back the user's version (editor buffer, else disk) of every file of ``rels`` that
+        changed in the shadow since FrogNano wrote it, and remove whatever of ``absent`` exists
+        there; returns what it restored or removed (empty: the shadow was pristine).
+
+        Cheap (a stat a file, nothing read): verification calls it around every run so that
+        the tests it runs are the user's, whatever the code under test wrote meanwhile.
+        """
+        assert self.shadow is not None
+        changed: list[str] = []
+        for rel in rels:
+            path = self.shadow / rel
+            entry = self.entries.get(rel)
+            if entry is None or _signature(path) == self._sigs.get(rel, False):
+                continue
+            changed.append(rel)
+            if rel in self._overlay:
+                self._write_shadow(rel, self._overlay[rel])
+            else:
+                self._copy(entry, path)
+        for rel in absent:
+            path = self.shadow / rel
+            if rel in self.entries or not (path.exists() or path.is_symlink()):
+                continue
+            changed.append(rel)
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+        if changed:
+            log.warning("restored files a test run changed in the shadow copy: %s", ", ".join(changed[:5]))
+        return changed
 
     def set_overlay(self, buffers: Mapping[str, str]) -> None:
         """Unsaved editor buffers: the tests see this text instead of the file on disk."""

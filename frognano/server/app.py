@@ -4,7 +4,8 @@ become code actions.
 Handlers at the bottom are thin: each hands its params to one method of ``FrogNanoServer``.
 Long work (test runs, fix searches, loading a model) happens on each project's worker thread
 (``jobs.py``); this module only queues it, awaits it and talks to the client.  Conversions to
-and from LSP types live in ``convert.py``, settings parsing in ``settings.py``.
+and from LSP types live in ``convert.py``, settings parsing in ``settings.py``, the wire (frames,
+message checks, an answer for every request) in ``transport.py``.
 
 Contract (the VS Code and Neovim clients code against it):
 
@@ -37,7 +38,7 @@ from pygls.lsp.server import LanguageServer
 
 from .. import __version__
 from ..sandbox.workspace import read_source
-from . import convert
+from . import convert, transport
 from .convert import SOURCE, Status
 from .jobs import (
     SUITE_FILES,
@@ -109,7 +110,7 @@ class _LspProgress(ProgressSink):
 
 class FrogNanoServer(LanguageServer):
     def __init__(self) -> None:
-        super().__init__("frognano", __version__,
+        super().__init__("frognano", __version__, protocol_cls=transport.FrogNanoProtocol,
                          text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
         self.options = ServerSettings()
         self.init_options: dict[str, Any] = {}
@@ -129,6 +130,10 @@ class FrogNanoServer(LanguageServer):
         self._disk: dict[str, tuple[tuple[int, int], str | None]] = {}
         self._closed = False
         self.folderless = False  # no workspace folder and no root: projects come from the files
+
+    def start_io(self, stdin: Any = None, stdout: Any = None) -> None:
+        # pygls' own stdio loop goes deaf after one bad frame; ours resynchronises (transport.py).
+        transport.start_io(self, stdin, stdout)
 
     # -- small helpers ------------------------------------------------------------------------
     @property
@@ -712,7 +717,8 @@ class FrogNanoServer(LanguageServer):
         if args:
             first = plain(args[0])
             if isinstance(first, dict):
-                first = first.get("uri") or (first.get("textDocument") or {}).get("uri")
+                document = first.get("textDocument")
+                first = first.get("uri") or (document.get("uri") if isinstance(document, dict) else None)
             if not isinstance(first, str):
                 raise JsonRpcInvalidParams(f"expected a document URI, got {args[0]!r}")
             uri = first

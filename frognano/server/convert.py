@@ -369,8 +369,12 @@ def fix_summary(fix: Fix) -> str:
 
 
 def fix_title(fix: Fix) -> str:
-    """The code action's title: ``FrogNano: `>` -> `>=` (1 failing test now passes, ...)``."""
-    return f"FrogNano: {fix_summary(fix)} ({fix.verified.describe()})"
+    """The code action's title: ``FrogNano: `>` -> `>=` (1 failing test now passes, ...)``.
+
+    A fix that changes test code (possible only with allowTestEdits) says so first.
+    """
+    edits_tests = " (edits tests)" if fix.edits_tests else ""
+    return f"FrogNano{edits_tests}: {fix_summary(fix)} ({fix.verified.describe()})"
 
 
 def text_edits(before: str, after: str, encoding: str = "utf-16") -> list[types.TextEdit]:

@@ -170,22 +170,27 @@ def engine_settings(root: Path, overrides: Mapping[str, Any],
     """``Settings`` for the project at ``root``: pyproject, then FROGNANO_*, then the client.
 
     Each override that Settings refuses (a negative timeout, an interpreter that does not
-    exist, a malformed model SPEC) is dropped with a problem naming its camelCase key; a broken
-    ``[tool.frognano]`` table falls back to the defaults plus the valid client overrides.
+    exist, a malformed model SPEC) is dropped with a problem naming its camelCase key.  A bad
+    value in ``[tool.frognano]`` or a FROGNANO_* variable (NaN, out of range, a string for a
+    list) is dropped the same way, naming its key, and the rest of the table still applies; a
+    table whose keys are valid alone but not together falls back to the defaults plus the valid
+    client overrides.
     """
     problems: list[str] = []
+    dropped: list[str] = []
     try:
-        base = load_settings(root, {}, environ)
+        base = load_settings(root, {}, environ, problems=dropped)
         base_ok = True
     except FrogNanoError as exc:
         problems.append(f"{exc}; using the defaults")
         base, base_ok = Settings(), False
+    problems += [f"{p}; using the default" for p in dropped]
     valid: dict[str, Any] = {}
     for name, value in overrides.items():
         try:
             _check_value(root, name, value)
             if base_ok:
-                load_settings(root, {name: value}, environ)
+                load_settings(root, {name: value}, environ, problems=[])
             else:
                 Settings(**{name: value})
         except (FrogNanoError, TypeError, ValueError) as exc:
@@ -194,7 +199,7 @@ def engine_settings(root: Path, overrides: Mapping[str, Any],
             continue
         valid[name] = value
     try:
-        settings = load_settings(root, valid, environ) if base_ok else Settings(**valid)
+        settings = load_settings(root, valid, environ, problems=[]) if base_ok else Settings(**valid)
     except (FrogNanoError, TypeError, ValueError) as exc:  # fields valid alone, not together
         problems.append(f"frognano settings {', '.join(camel(n) for n in valid)} do not go together "
                         f"({exc}); using the defaults")

@@ -23,7 +23,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from ..operators import Mutation, OperatorError, mutations, prepare
-from ..sandbox.spectra import CoverageMap, is_test_file
+from ..sandbox.specification import Specification
+from ..sandbox.spectra import CoverageMap
 from ..sandbox.workspace import Workspace
 
 __all__ = ["CandidateStream", "FunctionSpan", "candidate_bugs", "function_spans"]
@@ -111,8 +112,10 @@ class CandidateStream:
         python = set(ws.python_files())
         self.skips["non-Python file"] = sum(1 for rel, e in ws.entries.items()
                                             if rel not in python and not e.external)
+        # Never a bug in the specification (test modules, conftest.py: sandbox/specification.py).
+        spec = Specification.of_workspace(ws, coverage.by_test)
         for path in sorted(python):
-            if is_test_file(path):
+            if spec.reason(path):
                 continue
             covered = set(coverage.index.get(path, {}))
             source = ws.read(path)
@@ -172,7 +175,8 @@ def pre_parse(ws: Workspace, parsed: dict, stop: threading.Event) -> None:
     """Parse the workspace's non-test Python files with libcst into ``parsed`` (path ->
     ``prepare(source)``, or False when it does not parse), largest first, until ``stop`` is set:
     a use for a spare core while the baseline run goes on (``CandidateStream(parsed=...)``)."""
-    paths = [p for p in ws.python_files() if not is_test_file(p)]
+    spec = Specification.of_workspace(ws)
+    paths = [p for p in ws.python_files() if not spec.reason(p)]
     paths.sort(key=lambda p: -ws.entries[p].size)
     for path in paths:
         if stop.is_set():

@@ -43,6 +43,7 @@ from pathlib import Path
 from ..operators import CATALOGUE, Mutation
 from ..sandbox.results import RunResult, TestResult
 from ..sandbox.runner import TestRunner
+from ..sandbox.specification import Specification
 from ..sandbox.spectra import CoverageMap
 from ..sandbox.workspace import Workspace
 from ..errors import UsageError
@@ -229,6 +230,12 @@ def _check(ws: Workspace, runner: TestRunner, baseline: RunResult, coverage: Cov
         return Rejection("does not apply", str(exc))
     if mutated == sources:
         return Rejection("no-op")
+    # The tests are the specification (DESIGN.md invariant 6): a bug lives in code, never in them.
+    spec = Specification.of_workspace(ws, [*baseline.tests, *baseline.collected])
+    for path in paths:
+        why = spec.reason(path, sources[path], mutated[path])
+        if why:
+            return Rejection("touches the specification", why)
     spans_in = {path: function_spans(sources[path]) for path in paths}
     span_of: list[range] = []
     for m in mutations:

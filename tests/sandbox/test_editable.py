@@ -78,3 +78,39 @@ def test_editable_install_imports_the_shadow(make_project):
 
 
 PROJECT_FIXED = "def discount(total):\n    if total >= 100:\n        return total * 0.9\n    return total\n"
+
+
+def test_a_virtualenv_inside_the_project_keeps_the_runner_warm(make_project):
+    """A project that keeps its venv in its own folder (``.venv/``, the common case) must not
+    count pytest, which lives in that venv, as the project's own code: that sent every run to a
+    fresh process."""
+    import shutil
+    import sys
+    import sysconfig
+    import venv
+    from pathlib import Path
+
+    from frognano.sandbox.runner import TestRunner
+    from frognano.sandbox.workspace import Workspace
+
+    root = make_project({
+        "pkg/__init__.py": "def double(x):\n    return 2 * x\n",
+        "tests/test_pkg.py": "from pkg import double\n\ndef test_double():\n    assert double(2) == 4\n",
+    })
+    venv.create(root / ".venv", with_pip=False, symlinks=True)
+    ours = Path(sysconfig.get_paths()["purelib"])
+    theirs = root / ".venv" / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+    # pytest and its dependencies copied (not linked) into the project's venv, as pip would put them
+    for name in ("pytest", "_pytest", "pluggy", "iniconfig", "packaging", "pygments", "py.py"):
+        src = ours / name
+        if src.is_dir():
+            shutil.copytree(src, theirs / name)
+        elif src.exists():
+            shutil.copy(src, theirs / name)
+    with Workspace(root) as ws:
+        ws.sync()
+        with TestRunner(ws) as runner:
+            assert runner.python == str(root / ".venv" / "bin" / "python")
+            run = runner.run()
+            assert run.passing == ["tests/test_pkg.py::test_double"]
+            assert runner.warm, runner.warm_reason

@@ -210,7 +210,8 @@ def test_interpreter_without_pytest(workspace, tmp_path):
 
 
 def test_limits_kill_the_process_group_and_bound_files(make_project, tmp_path):
-    marker = tmp_path / "grandchild.pid"
+    (tmp_path / "out").mkdir()
+    marker = tmp_path / "out" / "grandchild.pid"  # outside the shadow: made writable below
     root = make_project({
         "tests/test_limits.py": f"""
             import subprocess, time
@@ -228,7 +229,8 @@ def test_limits_kill_the_process_group_and_bound_files(make_project, tmp_path):
     })
     with Workspace(root) as ws:
         ws.sync()
-        with TestRunner(ws, RunnerConfig(timeout=1.0, fsize_mb=1)) as runner:
+        config = RunnerConfig(timeout=1.0, fsize_mb=1, sandbox_writable=[str(marker.parent)])
+        with TestRunner(ws, config) as runner:
             run = runner.run()
     assert run.tests["tests/test_limits.py::test_spawns_and_hangs"].outcome == "timeout"
     big = run.tests["tests/test_limits.py::test_big_file"]

@@ -163,9 +163,9 @@ def _mutation(new: str, old: str = "return 1") -> Mutation:
     return Mutation("constant", "pkg/core.py", VALUE.index(old), old, new, 2, 2, "value", "hand-made")
 
 
-def test_flaky_mutant_never_becomes_a_task(tiny, tmp_path):
+def test_flaky_mutant_never_becomes_a_task(tiny):
     ws, runner, baseline, coverage = tiny
-    marker = tmp_path / "ran-once"
+    marker = ws.shadow / "ran-once"  # in the shadow: the sandbox lets tests write nowhere else
     # Wrong (2) the first time it runs, right (1) ever after: a non-deterministic failure.
     new = (f"return 1 + (not __import__('os').path.exists({str(marker)!r}) "
            f"and not open({str(marker)!r}, 'w').close())")

@@ -11,7 +11,7 @@ export interface Inspected<T = unknown> {
   workspaceFolderValue?: T;
 }
 
-type Kind = 'string' | 'number' | 'integer' | 'string[]' | 'autoFix';
+type Kind = 'string' | 'number' | 'integer' | 'boolean' | 'string[]' | 'autoFix';
 
 /**
  * Settings that tune the test runner and the fix search. They are sent only when the user set
@@ -28,6 +28,7 @@ export const ENGINE_SETTINGS: Readonly<Record<string, Kind>> = {
   searchSeconds: 'number',
   episodes: 'integer',
   python: 'string',
+  allowTestEdits: 'boolean',
 };
 
 /** Editor behaviour: always sent, with the VS Code default when unset. */
@@ -42,7 +43,7 @@ export type AutoFixMode = (typeof AUTO_FIX_MODES)[number];
 /** Settings read by the extension itself, never sent to the server. */
 export const CLIENT_ONLY_SETTINGS = ['serverPath', 'trace.server'] as const;
 
-export type FrogNanoSettings = Record<string, string | number | string[]>;
+export type FrogNanoSettings = Record<string, string | number | boolean | string[]>;
 
 function valid(kind: Kind, value: unknown): boolean {
   switch (kind) {
@@ -52,6 +53,8 @@ function valid(kind: Kind, value: unknown): boolean {
       return typeof value === 'number' && Number.isFinite(value);
     case 'integer':
       return typeof value === 'number' && Number.isInteger(value);
+    case 'boolean':
+      return typeof value === 'boolean';
     case 'string[]':
       return Array.isArray(value) && value.every((v) => typeof v === 'string');
     case 'autoFix':

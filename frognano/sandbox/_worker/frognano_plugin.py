@@ -8,7 +8,7 @@ result and the id of the test that was running.
 
 Records (one JSON object a line, ``kind`` first):
   collected      {"nodeids": [...]}
-  collect_error  {"nodeid", "message", "frames"}
+  collect_error  {"nodeid", "message", "path" (relpath of a conftest that raised, optional)}
   start          {"nodeid"}
   result         {"nodeid", "outcome", "duration", "message", "frames", "stdout", "stderr",
                   "coverage" (relpath -> sorted lines, optional), "last" ([relpath, line] or null)}
@@ -22,6 +22,7 @@ import os
 import signal
 import sys
 import threading
+import traceback
 
 import pytest
 from frognano_paths import is_test_file
@@ -159,8 +160,10 @@ class FrogNanoPlugin:
         reverse: bool = False,
         stop_on_timeout: bool = False,
         max_output: int = 4000,
+        output=None,  # noqa: ANN001 - a frognano_output.BoundedOutput, or None: pytest's capture
     ) -> None:
         self.root = os.path.realpath(root)
+        self.output = output
         self.out = open(out_path, "a", encoding="utf-8")  # noqa: SIM115 - lives for the run
         self.timeout = timeout
         self.timeouts = timeouts or {}
@@ -172,6 +175,7 @@ class FrogNanoPlugin:
         self.max_output = max_output
         self._phase: dict[str, dict] = {}
         self._timed_out = False
+        self._conftests: dict[str, tuple[str, str]] = {}  # collector nodeid -> its failed conftest
 
     # -- output ---------------------------------------------------------------------------
     def emit(self, kind: str, **fields) -> None:
@@ -195,12 +199,48 @@ class FrogNanoPlugin:
         return (inside or frames[-3:])[-30:]
 
     # -- collection -----------------------------------------------------------------------
+    def _conftest_failure(self, exc) -> tuple[str, str] | None:  # noqa: ANN001
+        """(relative path, message) of a conftest that raised at import, else None."""
+        if type(exc).__name__ != "ConftestImportFailure":
+            return None
+        cause = getattr(exc, "cause", None)  # pytest >= 8; 7 keeps (type, value, tb) in excinfo
+        if cause is None and isinstance(getattr(exc, "excinfo", None), tuple):
+            cause = exc.excinfo[1]
+        cause = cause or exc.__cause__ or exc
+        path = self._rel(str(getattr(exc, "path", "conftest.py")))
+        lines = traceback.format_exception(type(cause), cause, cause.__traceback__)
+        exconly = "".join(traceback.format_exception_only(type(cause), cause)).strip()
+        # Tracebacks keep their ``File "...", line N`` frames (the editor puts the error there);
+        # the last line is pytest's "E   <exception>" form, which the summary shows.
+        message = (f"ImportError while loading conftest {path!r}.\n" + "".join(lines)
+                   + f"E   {exconly.splitlines()[-1] if exconly else type(cause).__name__}\n")
+        return path, _tail(message, self.max_output)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_load_initial_conftests(self, early_config, parser, args):  # noqa: ANN001
+        # The conftests pytest loads before collecting (the root's, tests/'s) fail outside any
+        # collector: pytest prints the error and exits 4 (a usage error).  Report it here,
+        # structured, as the collection error it is.
+        outcome = yield
+        found = self._conftest_failure(outcome.excinfo[1]) if outcome.excinfo else None
+        if found is not None:
+            self.emit("collect_error", nodeid=found[0], path=found[0], message=found[1])
+
+    def pytest_exception_interact(self, node, call, report) -> None:  # noqa: ANN001
+        # Called for a failed collector before its collect report: remember which conftest.
+        if getattr(report, "when", None) == "collect" and call.excinfo is not None:
+            found = self._conftest_failure(call.excinfo.value)
+            if found is not None:
+                self._conftests[report.nodeid] = found
+
     def pytest_collectreport(self, report) -> None:  # noqa: ANN001
         if report.failed:
+            found = self._conftests.pop(report.nodeid, None)
             self.emit(
                 "collect_error",
                 nodeid=report.nodeid,
-                message=_tail(str(report.longrepr), self.max_output),
+                message=found[1] if found else _tail(str(report.longrepr), self.max_output),
+                **({"path": found[0]} if found else {}),
             )
 
     @pytest.hookimpl(trylast=True)
@@ -214,6 +254,16 @@ class FrogNanoPlugin:
         self.emit("collected", nodeids=[item.nodeid for item in session.items])
 
     # -- running --------------------------------------------------------------------------
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session) -> None:  # noqa: ANN001
+        if self.output is None:
+            return
+        self.output.begin_tests()
+        import faulthandler
+
+        if faulthandler.is_enabled():  # a crash's traceback goes to the log, not through the pipe
+            faulthandler.enable(file=self.output.log_fd, all_threads=True)
+
     def _on_alarm(self, signum, frame):  # noqa: ANN001
         self._timed_out = True
         raise _Timeout("test exceeded its time limit")
@@ -221,6 +271,8 @@ class FrogNanoPlugin:
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item, nextitem):  # noqa: ANN001
         nodeid = item.nodeid
+        if self.output is not None:
+            self.output.take()  # what came between tests (module-level prints) is no test's
         self.emit("start", nodeid=nodeid)
         self._phase[nodeid] = {"outcome": "passed", "duration": 0.0, "message": "", "frames": [],
                                "stdout": "", "stderr": ""}
@@ -258,10 +310,11 @@ class FrogNanoPlugin:
         if record is None:
             return
         record["duration"] += report.duration
-        if report.capstdout:
-            record["stdout"] = _tail(record["stdout"] + report.capstdout, self.max_output)
-        if report.capstderr:
-            record["stderr"] = _tail(record["stderr"] + report.capstderr, self.max_output)
+        out, err = self.output.take() if self.output is not None else (report.capstdout, report.capstderr)
+        if out:
+            record["stdout"] = _tail(record["stdout"] + out, self.max_output)
+        if err:
+            record["stderr"] = _tail(record["stderr"] + err, self.max_output)
         if hasattr(report, "wasxfail"):
             record["outcome"] = "xfailed" if report.skipped else "xpassed"
             if report.failed:  # strict xpass

@@ -22,13 +22,26 @@ import importlib
 import json
 import os
 import resource
+import select
 import signal
 import sys
 import traceback
 
+import frognano_confine
+
 def _inside(path: str, roots: list[str]) -> bool:
     path = os.path.realpath(path)
     return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
+
+
+# The interpreter's own environment: a project that keeps its virtualenv inside its folder
+# (``.venv/``, the common case) still never counts pytest or its dependencies as its own code.
+_ENVIRONMENT = sorted({os.path.realpath(p) for p in (sys.prefix, sys.exec_prefix)})
+
+
+def _own(path: str, roots: list[str]) -> bool:
+    """Whether ``path`` is the project's code: inside ``roots`` and not in the interpreter's environment."""
+    return _inside(path, roots) and not _inside(path, _ENVIRONMENT)
 
 
 def _vm_size_bytes() -> int | None:
@@ -73,7 +86,7 @@ def _import_paths(real_root: str, shadow_root: str, extra: list[str]) -> list[st
     paths = [os.path.join(shadow_root, p) if not os.path.isabs(p) else p for p in extra]
     real = os.path.realpath(real_root)
     for entry in sys.path:
-        if entry and _inside(entry, [real]):
+        if entry and _own(entry, [real]):
             rel = os.path.relpath(os.path.realpath(entry), real)
             paths.append(os.path.normpath(os.path.join(shadow_root, rel)))
     seen: list[str] = []
@@ -83,9 +96,42 @@ def _import_paths(real_root: str, shadow_root: str, extra: list[str]) -> list[st
     return seen
 
 
+EXIT_UNCONFINED = 78  # EX_CONFIG: sandbox = "required" and this process could not be confined
+
+
+def confine_run(req: dict) -> bool:
+    """Apply ``req['sandbox']`` to this process and record how in the results (``sandbox``).
+
+    The run's temp dir becomes TMPDIR (pytest's tmp_path lands there).  False: the sandbox is
+    required and could not be applied, so the tests must not run.
+    """
+    box = req.get("sandbox") or {}
+    mode = box.get("mode", "off")
+    tmp = box.get("tmp")
+    if tmp:
+        for name in ("TMPDIR", "TEMP", "TMP"):
+            os.environ[name] = tmp
+        import tempfile
+
+        tempfile.tempdir = None  # forget the directory the fork server chose
+    how, why = "", 'sandbox = "off"'
+    if mode != "off":
+        writable = [req["root"], os.path.dirname(req["results"]), *([tmp] if tmp else []),
+                    *box.get("writable", [])]
+        how, why = frognano_confine.confine(writable)
+        if how:
+            frognano_confine.watch_denials(writable)
+    refused = mode == "required" and not how
+    with open(req["results"], "a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"kind": "sandbox", "confined": how, "reason": why, "refused": refused}) + "\n")
+    return not refused
+
+
 def run_request(req: dict) -> int:
     """Run pytest once for ``req`` in this process; results stream to req['results']."""
     apply_limits(req.get("limits", {}))
+    if not confine_run(req):
+        return EXIT_UNCONFINED
     shadow = req["root"]
     os.chdir(shadow)
     sys.dont_write_bytecode = True
@@ -94,8 +140,12 @@ def run_request(req: dict) -> int:
     importlib.invalidate_caches()
 
     import pytest
+    from frognano_output import BoundedOutput
     from frognano_plugin import FrogNanoPlugin
 
+    # fds 1 and 2 go through bounded pipes for the run (see frognano_output): a test that
+    # prints gigabytes passes, and neither memory nor the run log grows with it.
+    output = BoundedOutput(limit=4 * int(req.get("max_output", 4000)))
     plugin = FrogNanoPlugin(
         req["results"],
         shadow,
@@ -105,7 +155,9 @@ def run_request(req: dict) -> int:
         reverse=bool(req.get("reverse")),
         stop_on_timeout=bool(req.get("stop_on_timeout")),
         max_output=int(req.get("max_output", 4000)),
+        output=output,
     )
+    user_args = [str(a) for a in req.get("args", [])]
     args = [
         "-p", "no:cacheprovider",
         "--rootdir", shadow,
@@ -114,16 +166,24 @@ def run_request(req: dict) -> int:
         "--continue-on-collection-errors",
         # Results come from the plugin; pytest's own long tracebacks would only cost time.
         "--tb=line",
-        *req.get("args", []),
+        *user_args,
         # Every selected test must report, whatever -x or --maxfail the project's addopts say.
         "--maxfail", "2147483647",
-        *req.get("nodeids", []),
+        # pytest's capture would keep a test's whole output (a temp file read back into
+        # memory): the bounded pipes capture instead, whatever -s or --capture the project says.
+        *([] if any(a.endswith("no:capture") for a in user_args) else ["--capture=no"]),
+        # Node ids after "--": never options, where argparse honours it (Python >= 3.12.8; older
+        # parse_intermixed_args does not, so callers also refuse ids that start with - or @).
+        *(["--", *req["nodeids"]] if req.get("nodeids") else []),
     ]
     before = set(sys.modules)
+    output.start()
     try:
         code = int(pytest.main(args, plugins=[plugin]))
     except SystemExit as exc:  # a conftest that calls sys.exit
         code = exc.code if isinstance(exc.code, int) else 3
+    finally:
+        output.close()
     # Only what this run imported: the server's start-up check covered everything before it,
     # and resolving the paths of hundreds of numpy/pandas modules would cost ~40 ms a run.
     real = os.path.realpath(req.get("real_root", shadow))
@@ -131,10 +191,11 @@ def run_request(req: dict) -> int:
         name
         for name in set(sys.modules) - before
         if getattr(sys.modules[name], "__file__", None)
-        and _inside(sys.modules[name].__file__, [real])
+        and _own(sys.modules[name].__file__, [real])
         and not _inside(sys.modules[name].__file__, [os.path.realpath(shadow)])
     )
-    plugin.emit("end", exitstatus=code, leaks=leaks)
+    plugin.emit("end", exitstatus=code, leaks=leaks,
+                denied=[[path, test] for path, test in frognano_confine.denied.items()])
     return code
 
 
@@ -180,14 +241,19 @@ def preimport(names: list[str]) -> tuple[list[str], dict[str, str]]:
 def serve() -> None:
     # The terminal's Ctrl-C goes to the controller, which stops runs and closes this server.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    config = json.loads(sys.stdin.readline())
+    # Orphans of a run (a daemon a test double-forked) come back here when the run's own
+    # process is killed, and die with the run (see _supervise).
+    frognano_confine.become_subreaper()
+    frognano_confine.probe()  # loads ctypes and libc once, not in every child
+    stdin = _Stdin()
+    config = json.loads(stdin.readline() or "{}")
     roots = [os.path.realpath(r) for r in config.get("roots", [])]
     own = set(config.get("own", []))
     imported, failed = preimport(config.get("preimport", []))
     offenders = sorted(
         name
         for name, mod in list(sys.modules.items())
-        if getattr(mod, "__file__", None) and _inside(mod.__file__, roots)
+        if getattr(mod, "__file__", None) and _own(mod.__file__, roots)
     )
     # An installed copy of the project itself (say more_itertools, which some plugin or
     # dependency imports) must not stand in for the shadow's code: each child forgets it, so the
@@ -202,35 +268,153 @@ def serve() -> None:
     gc.freeze()
     _reply({"ready": True, "imported": imported, "failed": failed, "offenders": offenders,
             "installed": installed, "pid": os.getpid()})
-    for line in sys.stdin:
+    while True:
+        line = stdin.readline()
+        if line is None:  # FrogNano went away
+            break
         req = json.loads(line)
         if req.get("cmd") == "exit":
             break
         pid = os.fork()
         if pid == 0:  # child: own process group so the controller can kill all it spawns
-            code = 70
-            try:
+            def child(req: dict = req) -> int:
                 os.setpgid(0, 0)
+                frognano_confine.die_with_parent()
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
                 _redirect(req["log"])
                 for name in installed:
                     sys.modules.pop(name, None)
-                code = run_request(req)
-            except BaseException:  # noqa: BLE001
-                traceback.print_exc()
-            finally:
-                try:
-                    sys.stdout.flush()
-                    sys.stderr.flush()
-                finally:
-                    os._exit(code if isinstance(code, int) else 70)
+                return _run_child(req)
+
+            _exit_with(child)
         try:
             os.setpgid(pid, pid)  # also here: whichever of parent and child runs first wins
         except OSError:
             pass
         _reply({"pid": pid})
-        _, status = os.waitpid(pid, 0)
-        _reply({"pid": pid, "returncode": os.waitstatus_to_exitcode(status)})
+        returncode = _supervise(pid, stdin)
+        if returncode is None:
+            return
+        _reply({"pid": pid, "returncode": returncode})
+
+
+class _Stdin:
+    """Lines from fd 0, read raw: select() on fd 0 then tells the truth (no hidden buffer)."""
+
+    def __init__(self) -> None:
+        self.buffer = b""
+        self.eof = False
+
+    def fill(self) -> bool:
+        """Read what is there; False at end of file (the writer, FrogNano, is gone)."""
+        chunk = os.read(0, 65536)
+        self.eof = not chunk
+        self.buffer += chunk
+        return bool(chunk)
+
+    def readline(self) -> str | None:
+        while b"\n" not in self.buffer:
+            if self.eof or not self.fill():
+                return None
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return line.decode("utf-8")
+
+
+def _run_child(req: dict) -> int:
+    """The run itself, in a forked child: a subreaper, so nothing it starts outlives it."""
+    frognano_confine.become_subreaper()
+    try:
+        return run_request(req)
+    finally:
+        frognano_confine.kill_descendants()
+
+
+def _supervise(pid: int, stdin: _Stdin) -> int | None:
+    """Wait for the run ``pid`` and return its exit code, then kill whatever it left behind.
+
+    Meanwhile stdin is watched: at its end FrogNano has died (even by ``kill -9``), and the run
+    is killed with everything it started; then None.  This, not PR_SET_PDEATHSIG, ties the
+    server to FrogNano: that signal follows the thread that started the server, and the
+    language server starts runners on worker threads.
+    """
+    pidfd = None
+    if hasattr(os, "pidfd_open"):
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError:
+            pidfd = None
+    try:
+        while True:
+            watched = [0] if pidfd is None else [0, pidfd]
+            ready, _, _ = select.select(watched, [], [], None if pidfd is not None else 0.01)
+            if 0 in ready and not stdin.fill():
+                _kill_group(pid)
+                os.waitpid(pid, 0)
+                frognano_confine.kill_descendants()
+                return None
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                frognano_confine.kill_descendants()  # orphans of a run the controller killed
+                return os.waitstatus_to_exitcode(status)
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+
+
+def _exit_with(body) -> None:  # noqa: ANN001 - () -> int
+    """End a forked child with ``body()``'s exit code (70 when it raised; the traceback goes to
+    the log).  ``os._exit``: the child must never return into its parent's code."""
+    code = 70
+    try:
+        code = body()
+    except BaseException:  # noqa: BLE001
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code if isinstance(code, int) else 70)
+
+
+def _kill_group(pid: int) -> None:
+    for kill, sig in ((os.killpg, signal.SIGKILL), (os.kill, signal.SIGKILL)):
+        try:
+            kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def run_supervised(req: dict) -> int:
+    """A fresh process's run: the tests in a forked child, this process watching over it.
+
+    This process stays unconfined and is the run's subreaper; the child confines itself and
+    dies with it.  When FrogNano dies (stdin closes) the run is killed with all it started.
+    The exit status is the child's; a child killed by a signal is mirrored by this process.
+    """
+    frognano_confine.become_subreaper()
+    stdin = _Stdin()
+    pid = os.fork()
+    if pid == 0:
+        def child() -> int:
+            frognano_confine.die_with_parent()
+            devnull = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(devnull, 0)  # the tests read nothing of FrogNano's pipe
+            os.close(devnull)
+            return _run_child(req)
+
+        _exit_with(child)
+    code = _supervise(pid, stdin)
+    if code is None:
+        return 70
+    if code < 0:
+        _set_limit(resource.RLIMIT_CORE, 0)
+        try:
+            signal.signal(-code, signal.SIG_DFL)
+        except (OSError, ValueError):  # SIGKILL, SIGSTOP
+            pass
+        os.kill(os.getpid(), -code)
+    return code
 
 
 def _redirect(log_path: str) -> None:
@@ -251,7 +435,7 @@ def main(argv: list[str]) -> int:
     if len(argv) == 2 and argv[0] == "run":
         with open(argv[1], encoding="utf-8") as fh:
             req = json.load(fh)
-        return run_request(req)
+        return run_supervised(req)
     sys.stderr.write("usage: python -m frognano_worker run REQUEST.json | serve\n")
     return 2
 

@@ -1,0 +1,204 @@
+"""What defines success: the files and settings no fix may change (DESIGN.md invariant 6).
+
+The tests are the specification.  A fix that makes them pass by rewriting them (``assert
+is_adult(18) is True`` into ``assert True``) is reward hacking in training and a lie to a user,
+so one rule, here, answers "does this change touch the specification?" for every producer and
+checker of changes: the harness's ``edit`` and ``apply`` tools, the verifier (whatever produced
+the patch: search, a model, a replay), synthesis (an injected bug never lives in a test) and
+rewards.
+
+The specification is, conservatively:
+
+* test modules: what ``is_test_file`` calls a test (``test_*.py``, ``*_test.py``, anything under
+  a ``tests``/``test``/``testing`` folder), what pytest's ``python_files`` globs match, and every
+  file a collected node id names;
+* every ``conftest.py``, ``pytest.ini`` and ``.pytest.ini``;
+* the pytest sections of shared configuration files: ``[tool.pytest*]`` (and ``[tool.frognano]``)
+  of any ``pyproject.toml``, ``[tool:pytest]`` of ``setup.cfg``, ``[pytest]`` of ``tox.ini``.
+  The rest of those files is ordinary project data.
+
+A user who wants fixes to test code opts in (``allow_test_edits``): test modules and
+``conftest.py`` may then change; pytest's configuration and ``[tool.frognano]`` never do (they
+decide which tests run and how FrogNano judges them, which no test fix needs).
+"""
+
+from __future__ import annotations
+
+import configparser
+import fnmatch
+import posixpath
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from ._worker.frognano_paths import is_test_file
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+__all__ = ["CONFIG_FILES", "Specification", "is_test_file"]
+
+RULE = "the tests are the specification"
+# Files pytest may take its configuration from; any of them in a test folder or above one can
+# change how the tests run (pytest looks for one upwards from the common folder of its arguments).
+CONFIG_FILES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+_WHOLE_CONFIG = frozenset({"pytest.ini", ".pytest.ini"})
+_INI_SECTIONS = ("tool:pytest", "pytest")  # setup.cfg reads the first, tox.ini the second
+_DEFAULT_PYTHON_FILES = ("test_*.py", "*_test.py")
+
+
+def _toml_sections(text: str) -> dict | None:
+    """``[tool.pytest*]`` and ``[tool.frognano]`` of a pyproject.toml; None when it does not parse."""
+    try:
+        tool = tomllib.loads(text).get("tool", {})
+    except (tomllib.TOMLDecodeError, ValueError, RecursionError):
+        return None
+    if not isinstance(tool, dict):
+        return {}
+    return {k: v for k, v in tool.items() if k.startswith("pytest") or k == "frognano"}
+
+
+def _ini_sections(text: str) -> dict | None:
+    """The pytest sections of a setup.cfg or tox.ini; None when it does not parse."""
+    parser = configparser.ConfigParser(interpolation=None, strict=False)
+    try:
+        parser.read_string(text)
+    except (configparser.Error, ValueError):
+        return None
+    return {s: dict(parser.items(s, raw=True)) for s in _INI_SECTIONS if parser.has_section(s)}
+
+
+def _sections(name: str, text: str | None) -> dict | None:
+    if text is None:  # a file that does not exist holds no configuration
+        return {}
+    return _toml_sections(text) if name == "pyproject.toml" else _ini_sections(text)
+
+
+def _python_files_value(value: object) -> list[str]:
+    if isinstance(value, str):
+        return value.split()
+    if isinstance(value, list):
+        return [v for v in value if isinstance(v, str)]
+    return []
+
+
+def python_files_globs(read: Callable[[str], str | None]) -> list[str]:
+    """pytest's ``python_files`` patterns, from whichever root configuration file sets them.
+
+    All of them are collected (not only the file pytest would pick): over-protecting a file costs
+    a fix nothing it needs, under-protecting one lets a fix rewrite a test.
+    """
+    globs: list[str] = []
+    for name in ("pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg"):
+        text = read(name)
+        if text is None:
+            continue
+        for options in (_ini_sections(text) or {}).values():
+            globs += _python_files_value(options.get("python_files"))
+    text = read("pyproject.toml")
+    if text is not None:
+        for key, table in (_toml_sections(text) or {}).items():
+            if key.startswith("pytest") and isinstance(table, dict):
+                options = table.get("ini_options", table)
+                if isinstance(options, dict):
+                    globs += _python_files_value(options.get("python_files"))
+    return globs
+
+
+@dataclass(frozen=True)
+class Specification:
+    """The specification of one project: which paths and sections a fix may not change."""
+
+    test_files: frozenset[str] = frozenset()  # files named by collected node ids
+    globs: tuple[str, ...] = _DEFAULT_PYTHON_FILES  # pytest's python_files
+
+    @classmethod
+    def load(cls, read: Callable[[str], str | None], nodeids: Iterable[str] = ()) -> "Specification":
+        """``read(rel)``: the text of a project file, None when missing or unreadable."""
+        files = frozenset(n.split("::", 1)[0] for n in nodeids if n)
+        globs = tuple(dict.fromkeys([*_DEFAULT_PYTHON_FILES, *python_files_globs(read)]))
+        return cls(files, globs)
+
+    @classmethod
+    def of_workspace(cls, ws, nodeids: Iterable[str] = ()) -> "Specification":
+        """The specification as the tests see it (the shadow, editor buffers included)."""
+
+        def read(rel: str) -> str | None:
+            if rel not in ws.entries:
+                return None
+            try:
+                return ws.read(rel)
+            except (OSError, UnicodeDecodeError, SyntaxError):
+                return None
+
+        return cls.load(read, nodeids)
+
+    # -- paths ----------------------------------------------------------------------------
+    def is_test_module(self, rel: str) -> bool:
+        rel = rel.replace("\\", "/")
+        name = posixpath.basename(rel)
+        if rel in self.test_files or is_test_file(rel):
+            return True
+        # pytest matches a glob without a slash against the file name, one with a slash against
+        # the path; both are tried, so a glob never protects less than pytest collects.
+        return name.endswith(".py") and any(
+            fnmatch.fnmatch(name, g) or fnmatch.fnmatch(rel, g) or fnmatch.fnmatch(rel, "*/" + g)
+            for g in self.globs)
+
+    def is_protected(self, rel: str) -> bool:
+        """Whether the file as a whole is (or holds part of) the specification: what verification
+        restores to its pristine text before it runs the tests."""
+        return self.is_test_module(rel) or posixpath.basename(rel.replace("\\", "/")) in CONFIG_FILES
+
+    def protected(self, rels: Iterable[str]) -> list[str]:
+        return sorted(r for r in rels if self.is_protected(r))
+
+    def strays(self, rels: Iterable[str]) -> list[str]:
+        """Paths that must not exist in a shadow copy unless the project has them: a configuration
+        file or conftest.py in a test folder or above one (a run of the code under test could
+        write one to change how later runs judge), and bytecode caches there (a planted
+        ``__pycache__`` can stand in for a test module)."""
+        known = set(rels)
+        folders = {""}
+        for rel in known:
+            if self.is_test_module(rel):
+                folder = posixpath.dirname(rel)
+                while folder:
+                    folders.add(folder)
+                    folder = posixpath.dirname(folder)
+        names = ("conftest.py", *CONFIG_FILES, "__pycache__")
+        return sorted(p for f in folders for p in (posixpath.join(f, n) for n in names) if p not in known)
+
+    # -- changes --------------------------------------------------------------------------
+    def reason(self, rel: str, before: str | None = None, after: str | None = None, *,
+               allow_test_edits: bool = False) -> str | None:
+        """One line saying why changing ``rel`` from ``before`` to ``after`` touches the
+        specification, or None when it does not.
+
+        Without texts, only path-level rules apply (a test module, conftest.py, pytest.ini).
+        """
+        rel = rel.replace("\\", "/")
+        name = posixpath.basename(rel)
+        opt_in = "; set allow_test_edits to allow fixes to test code"
+        if name in _WHOLE_CONFIG:
+            return f"{rel} is pytest configuration: {RULE}, and a fix may not change how they run"
+        if name == "conftest.py" and not allow_test_edits:
+            return f"{rel} is a conftest.py: {RULE}, and a fix may not change them{opt_in}"
+        if name in CONFIG_FILES and (before is not None or after is not None) and before != after:
+            old, new = _sections(name, before), _sections(name, after)
+            if old != new or new is None:
+                what = "[tool.pytest*] or [tool.frognano]" if name == "pyproject.toml" else \
+                    "its [tool:pytest] or [pytest] section"
+                return f"{rel}: the edit changes {what}: {RULE}, and a fix may not change pytest's " \
+                       "or FrogNano's configuration"
+        # (the rest of a configuration file is project data, unless it lives among the tests)
+        if self.is_test_module(rel) and not allow_test_edits:
+            what = "a test module" if name.endswith(".py") else "part of the tests (a test folder's file)"
+            return f"{rel} is {what}: {RULE}, and a fix may not change them{opt_in}"
+        return None
+
+    def edits_tests(self, rels: Iterable[str]) -> bool:
+        """Whether any of ``rels`` is test code (what an opted-in fix's title announces)."""
+        return any(self.is_test_module(r) or posixpath.basename(r) == "conftest.py" for r in rels)
