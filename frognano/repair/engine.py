@@ -108,6 +108,8 @@ class Engine:
         self._runner: TestRunner | None = None
         self._model = model
         self._owns_model = False  # a model passed in belongs to the caller, who closes it
+        self._denials = RunResult()  # what the sandbox denied the failing tests (see baseline)
+        self._denials_probed: set[str] = set()
         self.notes: list[str] = []
 
     @property
@@ -163,7 +165,19 @@ class Engine:
         run = self.runner.run(None, args=args, coverage=True)
         # A test that writes outside the shadow (a cache under $HOME) fails here, before any
         # edit, so candidates are not blamed for it; say once what was denied and how to allow it.
-        denied = self.runner.denial_note(run)
+        # The tests that failed (not hung or crashed: those would cost their timeout again) run
+        # once more to name what they were denied, even where a test swallowed the
+        # PermissionError: naming costs too much to do in the whole coverage run.
+        # Once per failing test and engine: the server and watch run the baseline on every save.
+        quick = [n for n in run.failing if run.tests[n].outcome in ("failed", "error")
+                 and n not in self._denials_probed]
+        if run.confinement and quick and not run.collect_errors:
+            self._denials_probed.update(quick)
+            self._denials.merge(self.runner.run(quick, name_denials=True))
+        named = RunResult()
+        named.merge(run)
+        named.denied.update({p: t for p, t in self._denials.denied.items() if t in run.failing})
+        denied = self.runner.denial_note(named)
         if denied:
             self.notes.append(denied)
         if run.collect_errors:

@@ -115,6 +115,7 @@ class _Options(NamedTuple):
     coverage: bool | str = False
     reverse: bool = False
     stop_on_timeout: bool = False
+    name_denials: bool = False
 
 
 class _Watch:
@@ -203,6 +204,7 @@ class TestRunner:
         cancel: threading.Event | None = None,
         reverse: bool = False,
         stop_on_timeout: bool = False,
+        name_denials: bool = False,
     ) -> RunResult:
         """Run ``nodeids`` (all tests when None) and return every test's structured result.
 
@@ -211,6 +213,10 @@ class TestRunner:
         see the worker's ``FunctionTracer``).  ``reverse`` runs the tests in reverse order.
         ``stop_on_timeout`` ends the run at the first test that times out (the tests after it
         are not run): for callers to whom one timeout settles the verdict.
+        ``name_denials`` records (in ``denied``) every write outside the sandbox's writable
+        paths that Python code attempts, even one whose error a test swallowed.  It costs an
+        audit-hook call per Python function call under coverage (+37% on more-itertools), so
+        the engine asks for it only in a short rerun of the tests that failed.
 
         ``cancel`` (default: ``self.cancel``) kills the run in flight when set; the result then
         has ``cancelled`` set and holds only the tests that finished.
@@ -223,7 +229,7 @@ class TestRunner:
             return total
         pending = list(nodeids) if nodeids is not None else None
         for _ in range(_MAX_RELAUNCHES):
-            options = _Options(coverage, reverse, stop_on_timeout)
+            options = _Options(coverage, reverse, stop_on_timeout, name_denials)
             part, running, killed, code = self._run_once(pending, args, options, timeouts or {}, cancel)
             total.merge(part)
             if cancel is not None and cancel.is_set():
@@ -397,7 +403,8 @@ class TestRunner:
             "max_output": self.config.max_output,
             "limits": {"memory_mb": self.config.memory_mb, "fsize_mb": self.config.fsize_mb,
                        "cpu_seconds": cpu},
-            "sandbox": {"mode": self.sandbox, "tmp": str(self.tmp), "writable": self.writable},
+            "sandbox": {"mode": self.sandbox, "tmp": str(self.tmp), "writable": self.writable,
+                        "name_denials": options.name_denials},
         }
 
     def _run_once(self, nodeids, args, options, timeouts, cancel=None):

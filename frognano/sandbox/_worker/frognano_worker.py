@@ -119,7 +119,7 @@ def confine_run(req: dict) -> bool:
         writable = [req["root"], os.path.dirname(req["results"]), *([tmp] if tmp else []),
                     *box.get("writable", [])]
         how, why = frognano_confine.confine(writable)
-        if how:
+        if how and box.get("name_denials"):
             frognano_confine.watch_denials(writable)
     refused = mode == "required" and not how
     with open(req["results"], "a", encoding="utf-8") as fh:
