@@ -1,0 +1,172 @@
+"""One catalogue of AST bug/fix operators, shared by repair (search) and synthesis (injection).
+
+Each operator enumerates *sites* in one function: ``(old_node, new_node, description)`` triples
+on the libcst tree.  A site becomes a :class:`Mutation`, a minimal text span replacement of the
+original source, so formatting outside the edit is untouched and every mutation has an exact
+inverse (swap ``old`` and ``new``).  Repair applies mutations at suspicious lines to look for a
+fix; synthesis applies them to inject a bug and records the inverse as the reference fix.
+
+Cost model: :func:`mutations` parses once and resolves positions once.  A site that swaps one
+expression for another (most of them) renders just the two expressions and splices; any other
+site re-renders only its smallest enclosing statement (never the module) and strips the common
+prefix/suffix of the old and new statement text.  Every result is syntax-checked with ``ast`` on
+the enclosing statement's lines.  ``lines=`` / ``functions=`` / ``operators=`` filters run before
+any text is generated (``lines=`` skips whole functions), so repair pays only for what it asks.
+
+Scope: top-level functions and methods of top-level classes; nested functions and lambdas are
+covered by their enclosing function's walk.  Decorators, parameter lists and annotations are not
+mutated (parameter defaults are, by ``default_arg`` only).
+
+Layout: this module holds the public API and the catalogue; ``mutation`` the Mutation record,
+``context`` what operators read (FunctionContext, the Operator protocol, node helpers),
+``splice`` the parsed source and mutation construction, ``expressions`` and ``statements`` the
+operators themselves.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Collection, Iterable
+
+from .context import FunctionContext, FunctionInfo, Operator, Site, _Op
+from .expressions import (
+    AddNot,
+    Arith,
+    BoolOp,
+    Bound,
+    Compare,
+    Constant,
+    DefaultArg,
+    DropOperand,
+    OffByOne,
+    RemoveCall,
+    RemoveNot,
+    ReturnValue,
+    SwapArgs,
+    WrongName,
+)
+from .mutation import Mutation, OperatorError
+from .splice import _Prepared
+from .statements import (
+    InvertIfElse,
+    RemoveCondition,
+    RemoveReturn,
+    RemoveStatement,
+    SwapStatements,
+)
+
+__all__ = [
+    "CATALOGUE",
+    "FunctionContext",
+    "FunctionInfo",
+    "Mutation",
+    "Operator",
+    "OperatorError",
+    "Site",
+    "functions",
+    "mutations",
+    "prepare",
+]
+
+
+class _InverseOnly(_Op):
+    """Undoes a removal by re-inserting text; has no sites of its own."""
+
+    enumerable = False
+
+    def __init__(self, name: str, family: str, inverse: str, description: str) -> None:
+        self.name, self.family, self.inverse, self.description = name, family, inverse, description
+
+
+def _catalogue() -> dict[str, Operator]:
+    ops: list[Operator] = [
+        Compare(), Arith(), BoolOp(), AddNot(), RemoveNot(), OffByOne(), Bound(), SwapArgs(),
+        WrongName(), DropOperand(), RemoveCondition(), InvertIfElse(), RemoveStatement(),
+        RemoveReturn(), RemoveCall(), ReturnValue(), DefaultArg(), Constant(), SwapStatements(),
+        _InverseOnly("add_operand", "control", "drop_operand", "restore a dropped and/or operand"),
+        _InverseOnly("restore_condition", "control", "remove_condition", "put back a removed if"),
+        _InverseOnly("insert_statement", "statement", "remove_statement", "put back a removed statement"),
+        _InverseOnly("wrap_call", "statement", "remove_call", "put back a removed call"),
+    ]
+    return {op.name: op for op in ops}
+
+
+CATALOGUE: dict[str, Operator] = _catalogue()
+
+
+# --------------------------------------------------------------------------------------------
+# Public entry points
+# --------------------------------------------------------------------------------------------
+
+
+def functions(source: str) -> list[FunctionInfo]:
+    """Top-level functions and methods of top-level classes, in source order."""
+    prepared = _Prepared(source)
+    return [FunctionInfo(qualname, prepared.start_line(fn), prepared.positions[fn].end.line)
+            for qualname, fn, _ in prepared.function_defs()]
+
+
+def iter_sites(prepared: _Prepared, *, lines: Collection[int] | None = None,
+               functions: Collection[str] | None = None, operators: Iterable[str] | None = None
+               ) -> list[tuple[Operator, FunctionContext, Site]]:
+    """Filtered sites in mutation order (source position, then catalogue order)."""
+    if operators is None:
+        names = [n for n, op in CATALOGUE.items() if op.enumerable]
+    else:
+        wanted = set(operators)
+        unknown = wanted - CATALOGUE.keys()
+        if unknown:
+            raise OperatorError(f"unknown operator(s): {', '.join(sorted(unknown))}")
+        names = [n for n in CATALOGUE if n in wanted and CATALOGUE[n].enumerable]
+    order = {n: i for i, n in enumerate(CATALOGUE)}
+    line_set = set(lines) if lines is not None else None
+    func_set = set(functions) if functions is not None else None
+    found = []
+    for qualname, fn, class_info in prepared.function_defs():
+        if func_set is not None and qualname not in func_set:
+            continue
+        if line_set is not None and not any(
+                prepared.start_line(fn) <= ln <= prepared.positions[fn].end.line for ln in line_set):
+            continue  # every site lies inside its function: skip the walk entirely
+        ctx = FunctionContext(prepared, fn, qualname, class_info)
+        for name in names:
+            op = CATALOGUE[name]
+            for seq, site in enumerate(op.sites(ctx)):
+                start = prepared.positions[site.first or site.old].start
+                if line_set is None or start.line in line_set:
+                    found.append(((start.line, start.column, order[name], seq), op, ctx, site))
+    found.sort(key=lambda item: item[0])
+    return [(op, ctx, site) for _, op, ctx, site in found]
+
+
+def prepare(source: str) -> _Prepared:
+    """Parse `source` once for several `mutations(..., prepared=...)` calls on it (the parse
+    and position metadata are most of the cost of listing one function's mutations)."""
+    return _Prepared(source)
+
+
+def mutations(source: str, path: str = "", *, lines: Collection[int] | None = None,
+              functions: Collection[str] | None = None,
+              operators: Iterable[str] | None = None,
+              prepared: _Prepared | None = None) -> list[Mutation]:
+    """Every mutation the catalogue offers in `source`, filtered, deduplicated, in source order.
+
+    `lines` keeps mutations whose node starts on one of those lines; `functions` keeps those
+    qualified names ("Rect.area"); `operators` restricts catalogue names; `prepared` is
+    `prepare(source)` reused.  Raises OperatorError when the source does not parse or an
+    operator name is unknown.
+    """
+    if prepared is None:
+        prepared = _Prepared(source)
+    elif prepared.source != source:
+        raise OperatorError("`prepared` was made from another source")
+    out: list[Mutation] = []
+    seen: set[tuple[int, str, str]] = set()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # e.g. invalid escape sequences, seen by ast.parse
+        for op, ctx, site in iter_sites(prepared, lines=lines, functions=functions, operators=operators):
+            m = prepared.build(op, ctx, site, path)
+            if m is not None and (m.start, m.old, m.new) not in seen:
+                seen.add((m.start, m.old, m.new))
+                out.append(m)
+    return out
