@@ -1,10 +1,10 @@
 """Where synthesis validates candidates: a local process pool or a Ray cluster (DESIGN §5).
 
 Both executors have the same shape: built for one repository (its root, the runner config and
-the picklable ``_Job``), ``map(todo)`` yields ``(item, (result, seconds))`` for each ``item`` =
+the picklable ``job.SynthJob``), ``map(todo)`` yields ``(item, (result, seconds))`` for each ``item`` =
 ``(index, mutation)`` of ``todo`` (any iterable, drawn lazily), in that order; closing the generator early stops
 handing out work, and ``close()`` releases the workers.  Each worker (a spawned process or a Ray actor) is a ``_Slot``: its own
-Workspace shadow slot and TestRunner, validating through ``synth._validate_one``, so a candidate's
+Workspace shadow slot and TestRunner, validating through ``job.validate_one``, so a candidate's
 result does not depend on which executor or worker ran it.
 
 ``ray`` is imported only here, and only when a ``RayPool`` or ``ray_cluster`` is used (DESIGN §1).
@@ -22,7 +22,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import UsageError
-from ..sandbox.runner import RunnerConfig
+from ..sandbox.runner import RunnerConfig, TestRunner
+from ..sandbox.spectra import CoverageMap
+from ..sandbox.workspace import Workspace
+from .job import SynthJob, validate_one
 
 __all__ = ["LocalPool", "RayPool", "ray_cluster"]
 
@@ -30,11 +33,7 @@ __all__ = ["LocalPool", "RayPool", "ray_cluster"]
 class _Slot:
     """One worker's state: a shadow slot of its own, a TestRunner, the job and its coverage."""
 
-    def __init__(self, root: str, config: RunnerConfig, job) -> None:
-        from ..sandbox.runner import TestRunner
-        from ..sandbox.spectra import CoverageMap
-        from ..sandbox.workspace import Workspace
-
+    def __init__(self, root: str, config: RunnerConfig, job: SynthJob) -> None:
         self.ws = Workspace(Path(root))
         self.ws.open()  # takes a free shadow slot of its own
         self.ws.sync()
@@ -43,10 +42,8 @@ class _Slot:
         self.coverage = CoverageMap(job.coverage)
 
     def validate(self, item: tuple[int, object]):
-        from .synth import _validate_one
-
         index, m = item
-        return _validate_one(self.ws, self.runner, self.coverage, self.job, index, m)
+        return validate_one(self.ws, self.runner, self.coverage, self.job, index, m)
 
     def close(self) -> None:
         self.runner.close()
@@ -57,7 +54,7 @@ class _Slot:
 _SLOT: list[_Slot] = []
 
 
-def _pool_init(root: str, config: RunnerConfig, job) -> None:
+def _pool_init(root: str, config: RunnerConfig, job: SynthJob) -> None:
     slot = _Slot(root, config, job)
     _SLOT.append(slot)
     atexit.register(slot.close)
@@ -70,7 +67,7 @@ def _pool_validate(item):
 class LocalPool:
     """``workers`` spawned processes on this machine."""
 
-    def __init__(self, root: str, config: RunnerConfig, job, workers: int) -> None:
+    def __init__(self, root: str, config: RunnerConfig, job: SynthJob, workers: int) -> None:
         ctx = multiprocessing.get_context("spawn")
         self._workers = workers
         self._pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_pool_init,
@@ -108,7 +105,7 @@ class RayPool:
     At most two candidates per actor are in flight, so stopping early wastes little work.
     """
 
-    def __init__(self, root: str, config: RunnerConfig, job, workers: int) -> None:
+    def __init__(self, root: str, config: RunnerConfig, job: SynthJob, workers: int) -> None:
         import ray
 
         actor = ray.remote(num_cpus=1)(_Slot)

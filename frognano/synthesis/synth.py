@@ -23,7 +23,6 @@ through the same executor interface as the local pool (``executor.py``): same ta
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
 from collections import Counter, defaultdict
@@ -42,7 +41,8 @@ from .executor import LocalPool, RayPool, ray_cluster
 from .inject import CandidateStream, pre_parse
 from .store import Task, TaskStore, patch_hash, read_tasks
 from .frontier import HINTS
-from .validate import Rejection, base_commit, baseline_timeouts, combine, module_of, unified_diff, validate
+from .job import SynthJob, combine_one, validate_one
+from .validate import Rejection, base_commit, baseline_timeouts, module_of, unified_diff
 
 __all__ = ["FamilyStats", "SynthSummary", "synthesize"]
 
@@ -157,34 +157,7 @@ def _fam(m) -> str:
     return CATALOGUE[m.operator].family if m.operator in CATALOGUE else m.operator
 
 
-@dataclass
-class _Job:
-    """What a validation needs besides the workspace and runner (picklable, for workers)."""
-
-    repo: str
-    base: tuple[str, str]
-    baseline: RunResult
-    coverage: dict
-    timeouts: dict[str, float]
-    seed: int
-    sample_others: int
-    hint: str = "function"
-    excluded: frozenset = frozenset()  # order-dependent tests: never run, never in a task
-
-
-def _validate_one(ws: Workspace, runner: TestRunner, coverage: CoverageMap, job: _Job, index: int,
-                  m) -> tuple[Task | Rejection, float]:
-    # One RNG per candidate (seeded by seed and position), so the tests sampled for a candidate
-    # do not depend on which worker validates it or in what order: --workers never changes tasks.
-    rng = random.Random(f"{job.seed}:{index}")
-    t0 = time.monotonic()
-    result = validate(ws, runner, job.baseline, coverage, m, timeouts=job.timeouts, rng=rng,
-                      sample_others=job.sample_others, repo=job.repo, base=job.base, hint=job.hint,
-                      exclude=job.excluded)
-    return result, time.monotonic() - t0
-
-
-def _combos(ws: Workspace, runner: TestRunner, coverage: CoverageMap, job: _Job, todo: list,
+def _combos(ws: Workspace, runner: TestRunner, coverage: CoverageMap, job: SynthJob, todo: list,
             bugs: int, n: int, have: int, store: TaskStore, summary: SynthSummary,
             progress: Progress | None) -> int:
     """Validate singles in candidate order (in this process); combine each new valid one with
@@ -197,7 +170,7 @@ def _combos(ws: Workspace, runner: TestRunner, coverage: CoverageMap, job: _Job,
     for i, m in todo:
         stats = summary.families[_fam(m)]
         stats.tried += 1
-        result, seconds = _validate_one(ws, runner, coverage, job, i, m)
+        result, seconds = validate_one(ws, runner, coverage, job, i, m)
         stats.seconds += seconds
         if isinstance(result, Rejection):
             stats.skips[result.reason] += 1
@@ -208,16 +181,37 @@ def _combos(ws: Workspace, runner: TestRunner, coverage: CoverageMap, job: _Job,
         for j, group in enumerate(combinations(earlier, bugs - 1)):
             cstats = summary.families[f"b{bugs}:{_fam(m)}"]
             cstats.tried += 1
-            t0 = time.monotonic()
-            combo = combine(ws, runner, job.baseline, coverage, [m, *group], k=bugs,
-                            timeouts=job.timeouts, rng=random.Random(f"{job.seed}:{i}:c{j}"),
-                            sample_others=job.sample_others, repo=job.repo, base=job.base,
-                            hint=job.hint, exclude=job.excluded)
-            cstats.seconds += time.monotonic() - t0
+            combo, seconds = combine_one(ws, runner, coverage, job, i, j, [m, *group])
+            cstats.seconds += seconds
             have = _record(cstats, combo, store, summary, progress, job.repo, have, n)
             if have >= n:
                 return have
     return have
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """``synthesize``'s settings, checked (see its docstring and the CLI's help)."""
+
+    n: int  # tasks wanted per repository
+    seed: int = 0  # orders the candidates and seeds each candidate's RNG
+    workers: int = 1  # validation processes (or Ray actors)
+    config: RunnerConfig = field(default_factory=RunnerConfig)  # with --assert=plain added
+    operators: list[str] | None = None  # operators to inject with; None: all
+    sample_others: int = 10  # other baseline-passing tests run with each candidate
+    hint: str = "function"  # hint level written into the tasks
+    bugs: int = 1  # bugs per task
+    ray: str | None = None  # "local", "auto" or an address: validate on Ray actors
+
+    def __post_init__(self) -> None:
+        if self.hint not in HINTS:
+            raise UsageError(f"--hint must be one of {', '.join(HINTS)}, got {self.hint!r}")
+        if self.bugs < 1:
+            raise UsageError(f"--bugs must be at least 1, got {self.bugs}")
+        if self.n < 1:
+            raise UsageError(f"-n must be at least 1, got {self.n}")
+        if self.workers < 1:
+            raise UsageError(f"--workers must be at least 1, got {self.workers}")
 
 
 def synthesize(repos: list[Path], out: Path, *, n: int, seed: int = 0, workers: int = 1,
@@ -229,21 +223,14 @@ def synthesize(repos: list[Path], out: Path, *, n: int, seed: int = 0, workers: 
     each new valid one is combined with earlier valid ones in the same file (``combine``); only
     the combinations count toward ``n`` (then validation runs in this process, ``workers`` is
     not used).  ``ray`` ("local", "auto" or an address) validates on ``workers`` Ray actors."""
-    if hint not in HINTS:
-        raise UsageError(f"--hint must be one of {', '.join(HINTS)}, got {hint!r}")
-    if bugs < 1:
-        raise UsageError(f"--bugs must be at least 1, got {bugs}")
-    if n < 1:
-        raise UsageError(f"-n must be at least 1, got {n}")
-    if workers < 1:
-        raise UsageError(f"--workers must be at least 1, got {workers}")
-    started = time.monotonic()
-    summary = SynthSummary()
     config = config or RunnerConfig()
     # Validation needs outcomes, not pytest's rewritten assertion messages: without rewriting,
     # each run skips re-parsing and rewriting the test modules it imports (the shadow keeps no
     # bytecode), ~0.2 s a run on a 5,000-line test module.
-    config = replace(config, test_args=[*config.test_args, "--assert=plain"])
+    plan = _Plan(n, seed, workers, replace(config, test_args=[*config.test_args, "--assert=plain"]),
+                 operators, sample_others, hint, bugs, ray)
+    started = time.monotonic()
+    summary = SynthSummary()
     cluster = ray_cluster(ray, num_cpus=max(2, workers)) if ray is not None else nullcontext()
     with cluster, TaskStore(out) as store:
         for repo_path in repos:
@@ -251,71 +238,88 @@ def synthesize(repos: list[Path], out: Path, *, n: int, seed: int = 0, workers: 
             if not repo_path.is_dir():
                 raise UsageError(f"{repo_path}: not a directory")
             repo = str(repo_path.resolve())
-            held = [t for t in read_tasks(store.path) if t.repo == repo and t.n_bugs == bugs]
-            have = len(held)
-            summary.existing += have
-            stored = {patch_hash(t.patch) for t in held}
-            if progress:
-                progress(repo, have, n)
-            if have >= n:
-                summary.per_repo[repo] = have
-                continue
-            with Workspace(repo_path) as ws:
-                ws.sync()
-                with TestRunner(ws, config) as runner:
-                    try:
-                        baseline, excluded, parsed = _setup_runs(repo_path, ws, runner, config)
-                    except _Refused as exc:
-                        summary.refused[repo] = f"{exc}; synthesis needs a green suite"
-                        summary.per_repo[repo] = have
-                        log.info("%s: refused: %s", repo, summary.refused[repo])
-                        continue
-                    if excluded:
-                        summary.order_dependent[repo] = sorted(excluded)
-                        log.info("%s: %d test(s) depend on their order, not used: %s", repo,
-                                    len(excluded), ", ".join(sorted(excluded)[:5]))
-                    coverage = CoverageMap.from_run(baseline)
-                    timeouts = baseline_timeouts(baseline, config.timeout)
-                    base = base_commit(ws.root, ws.python_files())
-                    stream = CandidateStream(ws, coverage, operators=operators, seed=seed, parsed=parsed)
-                    summary.passed_over[repo] = stream.skips
-                    todo = _unstored(ws, stream, stored if bugs == 1 else set(), summary)
-                    job = _Job(repo, base, baseline, coverage.by_test, timeouts, seed, sample_others, hint,
-                               frozenset(excluded))
-                    if bugs > 1:
-                        have = _combos(ws, runner, coverage, job, todo, bugs, n, have, store,
-                                       summary, progress)
-                        summary.per_repo[repo] = have
-                        continue
-                    pool = None
-                    if ray is not None:
-                        pool = RayPool(repo, config, job, workers)
-                    elif workers > 1:
-                        pool = LocalPool(repo, config, job, workers)
-                    if pool is not None:
-                        results = pool.map(todo)
-                    else:
-                        results = (((i, m), _validate_one(ws, runner, coverage, job, i, m)) for i, m in todo)
-                    try:
-                        for (_, m), (result, seconds) in results:
-                            stats = summary.families[_fam(m)]
-                            stats.tried += 1
-                            stats.seconds += seconds
-                            have = _record(stats, result, store, summary, progress, repo, have, n)
-                            if have >= n:
-                                break
-                    finally:
-                        close = getattr(results, "close", None)
-                        if close is not None:
-                            close()
-                        if pool is not None:
-                            pool.close()
-            summary.per_repo[repo] = have
+            summary.per_repo[repo] = _synth_repo(plan, repo_path, repo, store, summary, progress)
     summary.families = dict(summary.families)
     summary.seconds = time.monotonic() - started
     if summary.refused and len(summary.refused) == len(repos):
         raise UsageError("; ".join(f"{r}: {why}" for r, why in summary.refused.items()))
     return summary
+
+
+def _synth_repo(plan: _Plan, repo_path: Path, repo: str, store: TaskStore, summary: SynthSummary,
+                progress: Progress | None) -> int:
+    """Bring one repository up to ``plan.n`` tasks in ``store``; returns the tasks it holds."""
+    held = [t for t in read_tasks(store.path) if t.repo == repo and t.n_bugs == plan.bugs]
+    have = len(held)
+    summary.existing += have
+    stored = {patch_hash(t.patch) for t in held}
+    if progress:
+        progress(repo, have, plan.n)
+    if have >= plan.n:
+        return have
+    with Workspace(repo_path) as ws:
+        ws.sync()
+        with TestRunner(ws, plan.config) as runner:
+            try:
+                job, coverage, todo = _prepare(plan, repo_path, repo, ws, runner, stored, summary)
+            except _Refused as exc:
+                summary.refused[repo] = f"{exc}; synthesis needs a green suite"
+                log.info("%s: refused: %s", repo, summary.refused[repo])
+                return have
+            if plan.bugs > 1:
+                return _combos(ws, runner, coverage, job, todo, plan.bugs, plan.n, have, store,
+                               summary, progress)
+            return _singles(plan, ws, runner, coverage, job, todo, have, store, summary, progress)
+
+
+def _prepare(plan: _Plan, repo_path: Path, repo: str, ws: Workspace, runner: TestRunner,
+             stored: set[str], summary: SynthSummary):
+    """(job, coverage, candidates not stored yet) for one repository; raises ``_Refused``."""
+    baseline, excluded, parsed = _setup_runs(repo_path, ws, runner, plan.config)
+    if excluded:
+        summary.order_dependent[repo] = sorted(excluded)
+        log.info("%s: %d test(s) depend on their order, not used: %s", repo,
+                 len(excluded), ", ".join(sorted(excluded)[:5]))
+    coverage = CoverageMap.from_run(baseline)
+    timeouts = baseline_timeouts(baseline, plan.config.timeout)
+    base = base_commit(ws.root, ws.python_files())
+    stream = CandidateStream(ws, coverage, operators=plan.operators, seed=plan.seed, parsed=parsed)
+    summary.passed_over[repo] = stream.skips
+    todo = _unstored(ws, stream, stored if plan.bugs == 1 else set(), summary)
+    job = SynthJob(repo, base, baseline, coverage.by_test, timeouts, plan.seed, plan.sample_others,
+                   plan.hint, frozenset(excluded))
+    return job, coverage, todo
+
+
+def _singles(plan: _Plan, ws: Workspace, runner: TestRunner, coverage: CoverageMap, job: SynthJob,
+             todo, have: int, store: TaskStore, summary: SynthSummary,
+             progress: Progress | None) -> int:
+    """Validate single bugs (here, in a local pool or on Ray) and record them in candidate
+    order until the repo holds ``plan.n`` tasks; returns the count held."""
+    pool = None
+    if plan.ray is not None:
+        pool = RayPool(job.repo, plan.config, job, plan.workers)
+    elif plan.workers > 1:
+        pool = LocalPool(job.repo, plan.config, job, plan.workers)
+    if pool is not None:
+        results = pool.map(todo)
+    else:
+        results = (((i, m), validate_one(ws, runner, coverage, job, i, m)) for i, m in todo)
+    try:
+        for (_, m), (result, seconds) in results:
+            stats = summary.families[_fam(m)]
+            stats.tried += 1
+            stats.seconds += seconds
+            have = _record(stats, result, store, summary, progress, job.repo, have, plan.n)
+            if have >= plan.n:
+                break
+    finally:
+        close = getattr(results, "close", None)
+        if close is not None:
+            close()
+        if pool is not None:
+            pool.close()
+    return have
 
 
 def _record(stats: FamilyStats, result: Task | Rejection, store: TaskStore, summary: SynthSummary,

@@ -37,7 +37,7 @@ import random
 import re
 import subprocess
 from collections.abc import Collection, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..operators import CATALOGUE, Mutation
@@ -51,7 +51,7 @@ from .frontier import HINTS, Family
 from .inject import function_spans
 from .store import Task
 
-__all__ = ["Rejection", "base_commit", "baseline_timeouts", "combine", "family_key", "hint_text",
+__all__ = ["Checks", "Rejection", "base_commit", "baseline_timeouts", "combine", "family_key", "hint_text",
            "module_of", "unified_diff", "validate"]
 
 
@@ -176,6 +176,19 @@ def _distance(result: TestResult, mutation: Mutation, span: range, test_source: 
     return (0 if direct else 1), through
 
 
+@dataclass(frozen=True)
+class Checks:
+    """How one validation runs, besides the workspace, runner, baseline and coverage."""
+
+    timeouts: dict[str, float]  # per-test limits (``baseline_timeouts``)
+    rng: random.Random  # draws the sample of other tests
+    sample_others: int = 10  # baseline-passing tests outside the coverage set to run as well
+    repo: str | None = None  # the Task's repo; default: the workspace root
+    base: tuple[str, str] | None = None  # (commit, kind); default: ``base_commit`` of the workspace
+    hint: str = "function"  # hint level written into the Task and its family key
+    exclude: Collection[str] = ()  # tests never used (e.g. found to depend on their order)
+
+
 def validate(ws: Workspace, runner: TestRunner, baseline: RunResult, coverage: CoverageMap,
              mutation: Mutation, *, timeouts: dict[str, float], rng: random.Random,
              sample_others: int = 10, repo: str | None = None,
@@ -184,8 +197,8 @@ def validate(ws: Workspace, runner: TestRunner, baseline: RunResult, coverage: C
     """Apply ``mutation`` in the shadow, run the tests that matter, and return a Task or why not.
 
     ``exclude``: tests never used (e.g. found to depend on their order at baseline)."""
-    return _check(ws, runner, baseline, coverage, [mutation], timeouts=timeouts, rng=rng,
-                  sample_others=sample_others, repo=repo, base=base, hint=hint, exclude=exclude)
+    checks = Checks(timeouts, rng, sample_others, repo, base, hint, exclude)
+    return _check(_Trial(ws, runner, baseline, coverage, [mutation], checks))
 
 
 def combine(ws: Workspace, runner: TestRunner, baseline: RunResult, coverage: CoverageMap,
@@ -210,116 +223,205 @@ def combine(ws: Workspace, runner: TestRunner, baseline: RunResult, coverage: Co
         for a, b in zip(ordered, ordered[1:]):
             if a.end > b.start or a.line == b.line or max(a.line, a.end_line) >= b.line:
                 return Rejection("overlapping edits", f"{a.description} / {b.description}")
-    return _check(ws, runner, baseline, coverage, ms, timeouts=timeouts, rng=rng,
-                  sample_others=sample_others, repo=repo, base=base, hint=hint, exclude=exclude)
+    checks = Checks(timeouts, rng, sample_others, repo, base, hint, exclude)
+    return _check(_Trial(ws, runner, baseline, coverage, ms, checks))
 
 
-def _check(ws: Workspace, runner: TestRunner, baseline: RunResult, coverage: CoverageMap,
-           mutations: list[Mutation], *, timeouts: dict[str, float], rng: random.Random,
-           sample_others: int = 10, repo: str | None = None,
-           base: tuple[str, str] | None = None, hint: str = "function",
-           exclude: Collection[str] = ()) -> Task | Rejection:
-    mutation = mutations[0]
-    paths = list(dict.fromkeys(m.path for m in mutations))  # the primary bug's file first
-    sources = {path: ws.read(path) for path in paths}
-    mutated = dict(sources)
+# -- the checks, in order ----------------------------------------------------------------------------
+# Each step reads and fills a ``_Trial`` and returns a Rejection or None; the first Rejection ends
+# the validation.  The steps of ``_ON_MUTANT`` run with the mutant written into the shadow.
+
+@dataclass
+class _Trial:
+    """One validation in progress: its inputs, then what each step found."""
+
+    ws: Workspace
+    runner: TestRunner
+    baseline: RunResult
+    coverage: CoverageMap
+    mutations: list[Mutation]
+    checks: Checks
+    paths: list[str] = field(default_factory=list)  # mutated files, the primary bug's first
+    sources: dict[str, str] = field(default_factory=dict)  # path -> clean text
+    mutated: dict[str, str] = field(default_factory=dict)  # path -> text with the bugs
+    spans: list[range] = field(default_factory=list)  # per mutation: its function's lines
+    sample: list[str] = field(default_factory=list)  # sampled tests outside the coverage set
+    wanted: list[str] = field(default_factory=list)  # covering tests, then the sample
+    first: RunResult | None = None  # the run of ``wanted`` on the mutant
+    failing: list[str] = field(default_factory=list)  # sorted tests failing in ``first``
+
+
+def _apply(t: _Trial) -> Rejection | None:
+    t.paths = list(dict.fromkeys(m.path for m in t.mutations))  # the primary bug's file first
+    t.sources = {path: t.ws.read(path) for path in t.paths}
+    t.mutated = dict(t.sources)
     try:
-        for m in sorted(mutations, key=lambda m: m.start, reverse=True):  # from the end backwards
-            mutated[m.path] = m.apply(mutated[m.path])
+        for m in sorted(t.mutations, key=lambda m: m.start, reverse=True):  # from the end backwards
+            t.mutated[m.path] = m.apply(t.mutated[m.path])
     except Exception as exc:  # OperatorError: stale mutation
         return Rejection("does not apply", str(exc))
-    if mutated == sources:
+    if t.mutated == t.sources:
         return Rejection("no-op")
+    return None
+
+
+def _spares_specification(t: _Trial) -> Rejection | None:
     # The tests are the specification (DESIGN.md invariant 6): a bug lives in code, never in them.
-    spec = Specification.of_workspace(ws, [*baseline.tests, *baseline.collected])
-    for path in paths:
-        why = spec.reason(path, sources[path], mutated[path])
+    spec = Specification.of_workspace(t.ws, [*t.baseline.tests, *t.baseline.collected])
+    for path in t.paths:
+        why = spec.reason(path, t.sources[path], t.mutated[path])
         if why:
             return Rejection("touches the specification", why)
-    spans_in = {path: function_spans(sources[path]) for path in paths}
-    span_of: list[range] = []
-    for m in mutations:
+    return None
+
+
+def _select_tests(t: _Trial) -> Rejection | None:
+    spans_in = {path: function_spans(t.sources[path]) for path in t.paths}
+    for m in t.mutations:
         span_info = spans_in[m.path].get(m.function)
         if span_info is not None:
-            span_of.append(range(span_info.def_line, span_info.body.stop))
+            t.spans.append(range(span_info.def_line, span_info.body.stop))
         else:
-            span_of.append(range(m.line, max(m.line, m.end_line) + 1))
-    passing = set(baseline.passing)
+            t.spans.append(range(m.line, max(m.line, m.end_line) + 1))
+    passing = set(t.baseline.passing)
     covering_set: set[str] = set()
-    for m, span in zip(mutations, span_of):
-        covering_set |= coverage.tests_covering(m.path, span) & passing
-    if covering_set and covering_set <= set(exclude):
+    for m, span in zip(t.mutations, t.spans):
+        covering_set |= t.coverage.tests_covering(m.path, span) & passing
+    exclude = set(t.checks.exclude)
+    if covering_set and covering_set <= exclude:
         return Rejection("only order-dependent tests cover it", sorted(covering_set)[0])
-    passing -= set(exclude)
+    passing -= exclude
     covering = sorted(covering_set & passing)
     if not covering:
         return Rejection("not covered")
     others = sorted(passing - set(covering))
-    sample = rng.sample(others, min(sample_others, len(others)))
-    wanted = covering + sample
-    with ws.edited(mutated):
-        # One timeout rejects the mutant: do not wait for every other covering test to hang too.
-        first = runner.run(wanted, timeouts=timeouts, stop_on_timeout=True)
-        if first.collect_errors:
-            return Rejection("breaks collection", first.collect_errors[0].summary)
-        timed = [n for n, t in first.tests.items() if t.outcome == "timeout"]
-        if timed:
-            return Rejection("timeout", timed[0])
-        # Memory exhaustion and dead processes depend on the machine's limits, not on the code
-        # alone: a task must fail the same way wherever it is replayed.
-        oom = [n for n, t in first.tests.items() if "MemoryError" in t.message.split("\n", 1)[0]]
-        if oom:
-            return Rejection("exhausts memory", oom[0])
-        crashed = [n for n, t in first.tests.items() if t.outcome == "crashed"]
-        if crashed:
-            return Rejection("crashes the test process", crashed[0])
-        failing = sorted(n for n in first.failing)
-        if not failing:
-            return Rejection("no test fails")
-        if set(failing) & set(sample):
-            return Rejection("breaks other tests", sorted(set(failing) & set(sample))[0])
-        missing = [n for n in wanted if n not in first.tests]
-        if missing:
-            return Rejection("tests missing", missing[0])
-        second = runner.run(failing, timeouts=timeouts)
-        if second.collect_errors or sorted(second.failing) != failing or any(
-                n not in second.tests for n in failing):
-            return Rejection("flaky", "a second run of the failing tests disagreed")
+    t.sample = t.checks.rng.sample(others, min(t.checks.sample_others, len(others)))
+    t.wanted = covering + t.sample
+    return None
+
+
+def _run_mutant(t: _Trial) -> Rejection | None:
+    # One timeout rejects the mutant: do not wait for every other covering test to hang too.
+    t.first = t.runner.run(t.wanted, timeouts=t.checks.timeouts, stop_on_timeout=True)
+    if t.first.collect_errors:
+        return Rejection("breaks collection", t.first.collect_errors[0].summary)
+    return None
+
+
+def _no_timeout(t: _Trial) -> Rejection | None:
+    timed = [n for n, r in t.first.tests.items() if r.outcome == "timeout"]
+    return Rejection("timeout", timed[0]) if timed else None
+
+
+# Memory exhaustion and dead processes depend on the machine's limits, not on the code alone: a
+# task must fail the same way wherever it is replayed.
+def _no_memory_error(t: _Trial) -> Rejection | None:
+    oom = [n for n, r in t.first.tests.items() if "MemoryError" in r.message.split("\n", 1)[0]]
+    return Rejection("exhausts memory", oom[0]) if oom else None
+
+
+def _no_crash(t: _Trial) -> Rejection | None:
+    crashed = [n for n, r in t.first.tests.items() if r.outcome == "crashed"]
+    return Rejection("crashes the test process", crashed[0]) if crashed else None
+
+
+def _some_test_fails(t: _Trial) -> Rejection | None:
+    t.failing = sorted(n for n in t.first.failing)
+    return None if t.failing else Rejection("no test fails")
+
+
+def _others_pass(t: _Trial) -> Rejection | None:
+    broken = set(t.failing) & set(t.sample)
+    return Rejection("breaks other tests", sorted(broken)[0]) if broken else None
+
+
+def _none_missing(t: _Trial) -> Rejection | None:
+    missing = [n for n in t.wanted if n not in t.first.tests]
+    return Rejection("tests missing", missing[0]) if missing else None
+
+
+def _fails_again(t: _Trial) -> Rejection | None:
+    second = t.runner.run(t.failing, timeouts=t.checks.timeouts)
+    if second.collect_errors or sorted(second.failing) != t.failing or any(
+            n not in second.tests for n in t.failing):
+        return Rejection("flaky", "a second run of the failing tests disagreed")
+    return None
+
+
+def _clean_passes_alone(t: _Trial) -> Rejection | None:
     # The clean code must pass the failing tests on their own, in reverse order.  A test that
     # passed at baseline only because an earlier test left state behind (order-dependent) fails
     # here, and as a FAIL_TO_PASS it would fail even after the true fix.
-    clean = runner.run(failing, timeouts=timeouts, reverse=True)
-    dependent = [n for n in failing if n not in clean.tests or not clean.tests[n].passed]
+    clean = t.runner.run(t.failing, timeouts=t.checks.timeouts, reverse=True)
+    dependent = [n for n in t.failing if n not in clean.tests or not clean.tests[n].passed]
     if clean.collect_errors or dependent:
-        return Rejection("order-dependent test", (dependent or failing)[0])
-    p2p = sorted(n for n in wanted if n not in failing and first.tests[n].passed)
+        return Rejection("order-dependent test", (dependent or t.failing)[0])
+    return None
+
+
+_ON_CLEAN = (_apply, _spares_specification, _select_tests)
+_ON_MUTANT = (_run_mutant, _no_timeout, _no_memory_error, _no_crash, _some_test_fails, _others_pass,
+              _none_missing, _fails_again)
+_AFTER = (_clean_passes_alone,)
+
+
+def _first_rejection(t: _Trial, steps) -> Rejection | None:
+    for step in steps:
+        why = step(t)
+        if why is not None:  # not ``if why``: a Rejection is falsy
+            return why
+    return None
+
+
+def _check(t: _Trial) -> Task | Rejection:
+    why = _first_rejection(t, _ON_CLEAN)
+    if why is not None:
+        return why
+    with t.ws.edited(t.mutated):
+        why = _first_rejection(t, _ON_MUTANT)
+    if why is not None:
+        return why
+    why = _first_rejection(t, _AFTER)
+    if why is not None:
+        return why
+    return _task(t)
+
+
+def _features(t: _Trial) -> tuple[int, bool]:
+    """(distance, traceback through a bug line) over the failing tests (module docstring)."""
     test_sources: dict[str, str | None] = {}
     distances, through = [], False
-    for n in failing:
+    for n in t.failing:
         tf = n.split("::", 1)[0]
         if tf not in test_sources:
             try:
-                test_sources[tf] = ws.read(tf)
+                test_sources[tf] = t.ws.read(tf)
             except OSError:
                 test_sources[tf] = None
-        for m, span in zip(mutations, span_of):
-            d, t = _distance(first.tests[n], m, span, test_sources[tf])
+        for m, span in zip(t.mutations, t.spans):
+            d, thru = _distance(t.first.tests[n], m, span, test_sources[tf])
             distances.append(d)
-            through = through or t
-    distance = min(distances)
-    if base is None:
-        base = base_commit(ws.root, ws.python_files())
-    patch = "".join(unified_diff(path, sources[path], mutated[path]) for path in sorted(paths))
+            through = through or thru
+    return min(distances), through
+
+
+def _task(t: _Trial) -> Task:
+    mutations, checks, failing = t.mutations, t.checks, t.failing
+    p2p = sorted(n for n in t.wanted if n not in failing and t.first.tests[n].passed)
+    distance, through = _features(t)
+    base = checks.base if checks.base is not None else base_commit(t.ws.root, t.ws.python_files())
+    patch = "".join(unified_diff(path, t.sources[path], t.mutated[path]) for path in sorted(t.paths))
     bugs = [{"bug_function": m.function, "bug_path": m.path, "bug_line": m.line,
              "description": m.description} for m in mutations]
     extra = dict(bugs[0])
     if len(mutations) > 1:
         extra["bugs"] = bugs
     return Task(
-        repo=repo or str(ws.root), base_commit=base[0], base_kind=base[1], patch=patch,
-        FAIL_TO_PASS=failing, PASS_TO_PASS=p2p, family=family_key(mutation, distance, hint, len(mutations)),
+        repo=checks.repo or str(t.ws.root), base_commit=base[0], base_kind=base[1], patch=patch,
+        FAIL_TO_PASS=failing, PASS_TO_PASS=p2p,
+        family=family_key(mutations[0], distance, checks.hint, len(mutations)),
         operators=[m.operator for m in mutations], n_bugs=len(mutations), distance=distance,
-        file_lines=sum(len(sources[path].splitlines()) for path in paths), traceback_through_bug=through,
-        hint=hint_text(mutations, hint, tests=failing),
+        file_lines=sum(len(t.sources[path].splitlines()) for path in t.paths), traceback_through_bug=through,
+        hint=hint_text(mutations, checks.hint, tests=failing),
         extra=extra,
     )
