@@ -384,7 +384,7 @@ def test_kill_9_then_the_command_line_undo(tmp_path, outside):
 
 def _save_b_while_encoding(monkeypatch, root, save):
     """Save ``b.py`` once the fix's second file is being encoded: after the early content check,
-    before any swap."""
+    before any swap.  Returns the real encoder."""
     encode = P.encode_source
     calls = []
 
@@ -395,6 +395,7 @@ def _save_b_while_encoding(monkeypatch, root, save):
         return encode(text, like=like)
 
     monkeypatch.setattr(P, "encode_source", encode_then_save)
+    return encode
 
 
 @pytest.mark.parametrize("save", [_in_place, _rename_over], ids=["in-place", "rename-over"])
@@ -486,15 +487,7 @@ def test_watch_apply_uses_the_exchange_and_skips_a_file_saved_meanwhile(tmp_path
         return exchange(a, b)
 
     monkeypatch.setattr(P, "_exchange", counting)
-    encode, calls = P.encode_source, []
-
-    def encode_then_save(text, like=None):
-        calls.append(like)
-        if len(calls) == 2:
-            _rename_over(root / "b.py", b"# saved meanwhile\n", BEFORE.encode())
-        return encode(text, like=like)
-
-    monkeypatch.setattr(P, "encode_source", encode_then_save)
+    encode = _save_b_while_encoding(monkeypatch, root, _rename_over)
     report = FixReport(status="fixed", fix=Fix(patch, Verification(["t"], 1)))
     assert watcher._apply(report) is False  # run again on the new state
     assert "skipped: b.py changed while the fix was computed" in out.getvalue()
