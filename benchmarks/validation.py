@@ -292,7 +292,7 @@ def _instrument(phases: dict[str, list[float]]) -> Callable[[], None]:
     wrap(runner_mod.TestRunner, "_request", "  build request")
     wrap(runner_mod.TestRunner, "_run_warm", "  fork + pytest in the child (request -> exit)")
     wrap(runner_mod, "parse_results", "  parse results")
-    wrap(runner_mod, "_tail", "  read log tail")
+    wrap(runner_mod, "tail", "  read log tail")
 
     def undo() -> None:
         for (owner, name), fn in originals.items():

@@ -1,7 +1,11 @@
 """Settings: ``[tool.frognano]`` in the project's pyproject.toml, then the environment, then flags.
 
 Every field has a default and a help string; unknown keys and wrong types are errors that name
-the key (exit code 2), so a typo in pyproject.toml is never silently ignored.
+the key (exit code 2), so a typo in pyproject.toml is never silently ignored.  ``coerce`` is the
+one place a value becomes a setting, whatever its source (pyproject, FROGNANO_*, a flag, the
+editor's settings through ``frognano.server.settings``): the same types, ranges and sandbox
+checks everywhere; only what a source does with a refusal differs (exit 2 here, a warning in
+the editor).
 """
 
 from __future__ import annotations
@@ -44,21 +48,25 @@ _BOUNDS: dict[str, tuple[float, float, bool, str]] = {
 }
 
 
-def check_value(name: str, value: Any) -> str | None:
-    """What is wrong with ``value`` for the numeric setting ``name`` (None: nothing, or not numeric)."""
-    if name in ("sandbox", "sandbox_writable"):  # not numeric, but checked per key all the same
-        return check_sandbox(value, []) if name == "sandbox" else check_sandbox("auto", value)
+def check_value(name: str, value: Any, key: str | None = None) -> str | None:
+    """What is wrong with ``value`` for the setting ``name`` (None: nothing, or nothing checked
+    beyond its type); the message names ``key`` (default ``name``: the editor's camelCase)."""
+    key = key or name
+    if name == "sandbox":  # not numeric, but checked per key all the same
+        return _check_mode(value, key)
+    if name == "sandbox_writable":
+        return _check_writable(value, key)
     if name not in _BOUNDS:
         return None
     low, high, low_open, unit = _BOUNDS[name]
     span = (f"{'greater than' if low_open else 'at least'} {_num(low)} and at most {_num(high)}"
             + (f" {unit}" if unit else ""))
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return f"{name} must be a number {span}, got {value!r}"
+        return f"{key} must be a number {span}, got {value!r}"
     if isinstance(value, float) and not math.isfinite(value):
-        return f"{name} must be a finite number {span}, got {value!r}"
+        return f"{key} must be a finite number {span}, got {value!r}"
     if value < low or (low_open and value == low) or value > high:
-        return f"{name} must be {span}, got {value!r}"
+        return f"{key} must be {span}, got {value!r}"
     return None
 
 
@@ -67,13 +75,21 @@ SANDBOX_MODES = ("auto", "required", "off")
 
 def check_sandbox(mode: Any, writable: Any) -> str | None:
     """What is wrong with the ``sandbox`` and ``sandbox_writable`` settings, or None."""
+    return _check_mode(mode, "sandbox") or _check_writable(writable, "sandbox_writable")
+
+
+def _check_mode(mode: Any, key: str) -> str | None:
     if mode not in SANDBOX_MODES:
-        return f"sandbox must be one of {', '.join(SANDBOX_MODES)}, got {mode!r}"
+        return f"{key} must be one of {', '.join(SANDBOX_MODES)}, got {mode!r}"
+    return None
+
+
+def _check_writable(writable: Any, key: str) -> str | None:
     if not isinstance(writable, (list, tuple)) or not all(isinstance(p, str) for p in writable):
-        return f"sandbox_writable must be a list of paths, got {writable!r}"
+        return f"{key} must be a list of paths, got {writable!r}"
     for path in writable:
         if not os.path.isabs(os.path.expanduser(path)):
-            return f"sandbox_writable: {path!r} is not an absolute path (or one starting with ~)"
+            return f"{key}: {path!r} is not an absolute path (or one starting with ~)"
     return None
 
 
@@ -126,60 +142,82 @@ class Settings:
         )
 
 
-def _coerce(name: str, kind: Any, value: Any, source: str, *, from_env: bool = False) -> Any:
-    """Check (from TOML) or parse (from the environment) one value against its field type and range."""
-    value = _coerce_type(name, kind, value, source, from_env)
-    problem = check_value(name, value)
+_TYPES = {f.name: str(f.type) for f in fields(Settings)}  # "float", "list[str]", "str | None", ...
+_KINDS = {"bool": "true or false", "int": "a whole number", "float": "a number",
+          "list[str]": "a list of strings", "str": "a string", "str | None": "a string"}
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def coerce(name: str, value: Any, *, key: str | None = None, from_env: bool = False) -> Any:
+    """``value`` as the setting ``name`` holds it, checked; UsageError naming ``key`` otherwise.
+
+    The one coercion of every source.  Its leniency is where no meaning can be lost: a number
+    or a boolean written as text (``"5"``, ``"true"``; the environment has only text), an
+    integral number for a whole-number field (JSON has one number type: ``10.0`` is 10), an
+    empty optional string as unset.  A string where a list belongs is refused with the list
+    it probably meant, except from the environment (``from_env``), where it is split like a
+    shell would.  Then the ranges of ``_BOUNDS`` and the sandbox checks (``check_value``).
+    """
+    key = key or name
+    if name not in _TYPES:
+        raise UsageError(f"unknown setting {key} (known: {', '.join(sorted(_TYPES))})")
+    value = _coerce_type(key, _TYPES[name], value, from_env)
+    problem = check_value(name, value, key)
     if problem:
-        raise UsageError(f"{source}: {problem}")
+        raise UsageError(problem)
     return value
 
 
-def _coerce_type(name: str, kind: Any, value: Any, source: str, from_env: bool) -> Any:
+def _coerce_type(key: str, kind: str, value: Any, from_env: bool) -> Any:
     text = isinstance(value, str)
-    kind = str(kind)
-    if text and kind.startswith("list") and not from_env:
-        # TOML has lists: a bare string is a mistake (test_args = "-x -q" would otherwise be
-        # read some way the user did not mean).  The environment has only strings: split there.
-        import json
-        import shlex
-
-        try:
-            example = json.dumps(shlex.split(value))
-        except ValueError:
-            example = json.dumps([value])
-        raise UsageError(f"{source}: {name} = {value!r} must be a list of strings, e.g. {name} = {example}")
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
     try:
         if kind == "bool":
-            if text:
-                if value.lower() not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
-                    raise ValueError
-                return value.lower() in ("1", "true", "yes", "on")
             if isinstance(value, bool):
                 return value
+            if text and value.strip().lower() in _TRUE + _FALSE:
+                return value.strip().lower() in _TRUE
         elif kind == "int":
+            if isinstance(value, float) and value.is_integer():
+                return int(value)
+            if number and not isinstance(value, float):
+                return value
             if text:
                 return int(value)
-            if isinstance(value, int) and not isinstance(value, bool):
-                return value
         elif kind == "float":
-            if text:
-                return float(value)
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if number or text:
                 return float(value)
         elif kind.startswith("list"):
-            if text:
+            if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+                return list(value)
+            if text and from_env:
                 import shlex
 
                 return shlex.split(value)
-            if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            if text:
+                # A bare string is a mistake (test_args = "-x -q" could be read some way the
+                # user did not mean); say which list was probably meant.
+                import json
+                import shlex
+
+                try:
+                    example = json.dumps(shlex.split(value))
+                except ValueError:
+                    example = json.dumps([value])
+                return _refuse(key, f"a list of strings, e.g. {key} = {example}", value)
+        elif kind == "str | None":
+            if value is None or text:
+                return (value or "").strip() or None
+        elif kind == "str":
+            if text:
                 return value
-        elif kind.startswith("str"):
-            if isinstance(value, str):
-                return value
-    except ValueError:
+    except (ValueError, OverflowError):
         pass
-    raise UsageError(f"{source}: {name} = {value!r} is not a valid {kind}")
+    return _refuse(key, _KINDS.get(kind, kind), value)
+
+
+def _refuse(key: str, what: str, value: Any) -> Any:
+    raise UsageError(f"{key} must be {what}, got {value!r}")
 
 
 def load_settings(root: Path, overrides: Mapping[str, Any] | None = None,
@@ -192,7 +230,6 @@ def load_settings(root: Path, overrides: Mapping[str, Any] | None = None,
     its default, so one typo does not throw away the rest of ``[tool.frognano]``.
     """
     environ = os.environ if environ is None else environ
-    types = {f.name: f.type for f in fields(Settings)}
     values: dict[str, Any] = {}
 
     def refuse(exc: UsageError) -> None:
@@ -219,23 +256,24 @@ def load_settings(root: Path, overrides: Mapping[str, Any] | None = None,
             table = {}
     for key, value in table.items():
         name = key.replace("-", "_")
+        if name not in _TYPES:
+            refuse(UsageError(f"{pyproject}: unknown setting [tool.frognano] {key} "
+                              f"(known: {', '.join(sorted(_TYPES))})"))
+            continue
         try:
-            if name not in types:
-                raise UsageError(f"{pyproject}: unknown setting [tool.frognano] {key} "
-                                 f"(known: {', '.join(sorted(types))})")
-            values[name] = _coerce(name, types[name], value, f"{pyproject} [tool.frognano]")
+            values[name] = coerce(name, value)
         except UsageError as exc:
-            refuse(exc)
-    for name, kind in types.items():
+            refuse(UsageError(f"{pyproject} [tool.frognano]: {exc}"))
+    for name in _TYPES:
         env = f"FROGNANO_{name.upper()}"
         if env in environ:
             try:
-                values[name] = _coerce(name, kind, environ[env], env, from_env=True)
+                values[name] = coerce(name, environ[env], from_env=True)
             except UsageError as exc:
-                refuse(exc)
+                refuse(UsageError(f"{env}: {exc}"))
     for name, value in (overrides or {}).items():
-        if value is not None:
-            values[name] = value
+        if value is not None:  # flags: a bad one raises even with ``problems`` (never dropped unseen)
+            values[name] = coerce(name, value) if name in _TYPES else value
     return Settings(**values)
 
 

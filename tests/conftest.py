@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import textwrap
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -51,3 +53,12 @@ def example(tmp_path):
 def snapshot(root: Path) -> dict[str, bytes]:
     """Every file under root with its bytes: to show a tree is byte-identical afterwards."""
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@contextlib.contextmanager
+def raises_naming(error: type[Exception], names: Iterable[str]) -> Iterator[pytest.ExceptionInfo]:
+    """``pytest.raises(error)`` whose message must also name every one of ``names``."""
+    with pytest.raises(error) as info:
+        yield info
+    missing = [name for name in names if name not in str(info.value)]
+    assert not missing, f"{info.value!r} does not name {missing}"

@@ -13,6 +13,7 @@ import logging
 import threading
 import time
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from pathlib import Path
 
 from ..errors import FrogNanoError
@@ -22,14 +23,17 @@ from .patch import Patch
 
 log = logging.getLogger(__name__)
 
-# Episode statuses: why an episode ended.
-SUBMITTED = "submitted"  # the model called submit with edits made
-NO_PATCH = "no_patch"  # submit with nothing changed
-TURNS = "turn_budget"
-TOKENS = "token_budget"
-LOOPING = "looping"  # the same call again and again
-MODEL_ERROR = "model_error"
-CANCELLED = "cancelled"
+
+class EpisodeStatus(StrEnum):
+    """Why an episode ended (the values are what records and ``--json`` say)."""
+
+    SUBMITTED = "submitted"  # the model called submit with edits made
+    NO_PATCH = "no_patch"  # submit with nothing changed
+    TURNS = "turn_budget"
+    TOKENS = "token_budget"
+    LOOPING = "looping"  # the same call again and again
+    MODEL_ERROR = "model_error"  # the model could not be loaded or reached
+    CANCELLED = "cancelled"
 
 
 @dataclass
@@ -56,7 +60,7 @@ class Turn:
 
 @dataclass
 class Episode:
-    status: str = ""
+    status: EpisodeStatus | None = None  # set when the episode ends
     patch: Patch | None = None
     turns: list[Turn] = field(default_factory=list)
     malformed: int = 0
@@ -86,17 +90,17 @@ def run_episode(model: Model, toolbox: ToolBox, observation: str, config: Episod
     try:
         for _ in range(config.max_turns):
             if cancel.is_set():
-                episode.status = CANCELLED
+                episode.status = EpisodeStatus.CANCELLED
                 break
             try:
                 gen = model.generate(messages, TOOLS, config.sampling, cancel=cancel,
                                      constrain=config.constrain)
             except FrogNanoError as exc:
-                episode.status, episode.error = MODEL_ERROR, str(exc)
+                episode.status, episode.error = EpisodeStatus.MODEL_ERROR, str(exc)
                 break
             messages.append({"role": "assistant", "content": gen.text})
             if gen.finish_reason == "cancelled":
-                episode.status = CANCELLED
+                episode.status = EpisodeStatus.CANCELLED
                 break
             try:
                 call = parse_tool_call(gen.text)
@@ -111,25 +115,25 @@ def run_episode(model: Model, toolbox: ToolBox, observation: str, config: Episod
                                       {"name": call.name, "arguments": call.arguments} if call else None, reply))
             if result_terminal:
                 episode.patch = toolbox.patch()
-                episode.status = SUBMITTED if episode.patch else NO_PATCH
+                episode.status = EpisodeStatus.SUBMITTED if episode.patch else EpisodeStatus.NO_PATCH
                 break
             key = call.key() if call else gen.text
             repeats = repeats + 1 if key == last_key else 1
             last_key = key
             if repeats >= config.repeat_limit:
-                episode.status = LOOPING
+                episode.status = EpisodeStatus.LOOPING
                 break
             if episode.tokens_in + episode.tokens_out > config.max_tokens:
-                episode.status = TOKENS
+                episode.status = EpisodeStatus.TOKENS
                 break
             messages.append({"role": "tool", "content": reply})
         else:
-            episode.status = TURNS
-        if episode.status != SUBMITTED:
+            episode.status = EpisodeStatus.TURNS
+        if episode.status != EpisodeStatus.SUBMITTED:
             episode.patch = None
     finally:
         episode.seconds = time.monotonic() - started
-        episode.status = episode.status or MODEL_ERROR
+        episode.status = episode.status or EpisodeStatus.MODEL_ERROR
         if record_dir is not None:
             episode.record = _save(record_dir, episode, messages, model, config, meta or {})
     return episode

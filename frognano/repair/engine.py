@@ -5,19 +5,23 @@ The faces (command line, language server, watch mode) drive it and render what i
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
 from ..config import Settings
 from ..errors import EXIT_OK, EXIT_UNFIXED, FrogNanoError, ProjectError, UsageError
+from ..progress import Progress, Silent
 from ..sandbox.results import RunResult
 from ..sandbox.runner import TestRunner
 from ..sandbox.spectra import CoverageMap
 from ..sandbox.workspace import Workspace
 from .localize import Location, localize
-from .patch import Fix
+from .patch import EpisodeRecord, Fix
 from .search import Search, SearchResult
 from .verify import Verifier
 
@@ -28,19 +32,30 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class Progress(Protocol):
-    """What a face shows while the engine works (a progress bar, LSP $/progress)."""
+class NothingToTest(UsageError):
+    """The project has nothing to run: no Python files, or pytest collects no tests.
 
-    def phase(self, title: str, total: int | None = None) -> None: ...
-    def update(self, done: int, total: int | None = None, note: str = "") -> None: ...
+    A face says so and waits (the server shows an idle status, watch mode stops at start-up);
+    it is not a failure of the tests.
+    """
 
 
-class _Silent:
-    def phase(self, title: str, total: int | None = None) -> None:
-        pass
+def collect_error(root: Path, run: RunResult) -> ProjectError:
+    """The named error of a run whose collection failed (the first error, and how many more)."""
+    first = run.collect_errors[0]
+    where = f" {first.nodeid}" if first.nodeid else ""
+    more = f" (and {len(run.collect_errors) - 1} more)" if len(run.collect_errors) > 1 else ""
+    if first.path:  # a conftest.py raised at import: name the project's own file
+        return ProjectError(f"cannot import {root / first.path}: {first.summary}{more}")
+    return ProjectError(f"cannot collect{where}: {first.summary}{more}")
 
-    def update(self, done: int, total: int | None = None, note: str = "") -> None:
-        pass
+
+def first_error(log_tail: str) -> str:
+    """The line of pytest's output that says what it refused."""
+    for line in log_tail.splitlines():
+        if "error" in line.lower():
+            return line.strip()[:300]
+    return log_tail.strip()[-300:]
 
 
 @dataclass
@@ -54,9 +69,13 @@ class Diagnosis:
         return self.run.failing
 
 
+# What a fix run came to: a verified fix, none, nothing to fix, or the tests could not be run.
+FixStatus = Literal["fixed", "unfixed", "passing", "error"]
+
+
 @dataclass
 class FixReport:
-    status: str  # fixed | unfixed | passing | error
+    status: FixStatus
     failing: list[str] = field(default_factory=list)
     fix: Fix | None = None
     message: str = ""
@@ -82,7 +101,7 @@ class FixReport:
         if self.search is not None:
             out["search"] = {"candidates": self.search.tried, "pairs": self.search.pairs_tried,
                              "seconds": round(self.search.seconds, 3),
-                             "stopped": self.search.stopped or None}
+                             "stopped": self.search.stopped}
         if self.notes:
             out["notes"] = list(self.notes)
         if self.applied is not None:
@@ -104,7 +123,7 @@ class Engine:
                  model: Model | None = None) -> None:
         self.ws = ws
         self.settings = settings
-        self.progress = progress or _Silent()
+        self.progress: Progress = progress or Silent()
         self._runner: TestRunner | None = None
         self._model = model
         self._owns_model = False  # a model passed in belongs to the caller, who closes it
@@ -114,12 +133,11 @@ class Engine:
 
     @property
     def model(self) -> Model | None:
-        """The repair model, loaded once on first use (None when no model is configured)."""
+        """The repair model, loaded on its first ``generate`` (None when no model is configured)."""
         if self._model is None and self.settings.model:
-            from ..runtime.base import load_model
+            from ..runtime.lazy import LazyModel
 
-            self.progress.phase(f"loading {self.settings.model}")
-            self._model = load_model(self.settings.model)
+            self._model = LazyModel(self.settings.model, self.progress)
             self._owns_model = True
         return self._model
 
@@ -150,7 +168,7 @@ class Engine:
                       for rel in stats.external_links]
         py = self.ws.python_files()
         if not py:
-            raise UsageError(f"{self.ws.root}: no Python files here; give the folder of a Python project")
+            raise NothingToTest(f"{self.ws.root}: no Python files here; give the folder of a Python project")
         for rel in py:
             try:
                 self.ws.read(rel)
@@ -158,17 +176,38 @@ class Engine:
                 self.notes.append(f"{rel} is not valid UTF-8 and declares no encoding; "
                                   "FrogNano will not edit it")
 
-    def baseline(self, k: str | None = None) -> RunResult:
-        """Run the selected tests with per-test coverage; errors that stop everything raise."""
-        self.progress.phase("running the tests")
+    @contextlib.contextmanager
+    def cancelling(self, cancel: threading.Event | None) -> Iterator[None]:
+        """Every test run inside the block (baseline, candidates, confirmation, a model's tool
+        calls) dies as soon as ``cancel`` is set, not at the next candidate."""
+        runner = self.runner
+        runner.cancel = cancel
+        try:
+            yield
+        finally:
+            runner.cancel = None
+
+    def run_tests(self, selection: list[str] | None = None, *, k: str | None = None,
+                  cancel: threading.Event | None = None) -> RunResult:
+        """Run ``selection`` (node ids or test files; None: the suite) with per-test coverage.
+
+        Never raises for what the run found (collection errors, no tests): ``check`` does.
+        """
         args = ["-k", k] if k else []
-        run = self.runner.run(None, args=args, coverage=True)
-        # A test that writes outside the shadow (a cache under $HOME) fails here, before any
-        # edit, so candidates are not blamed for it; say once what was denied and how to allow it.
-        # The tests that failed (not hung or crashed: those would cost their timeout again) run
-        # once more to name what they were denied, even where a test swallowed the
-        # PermissionError: naming costs too much to do in the whole coverage run.
-        # Once per failing test and engine: the server and watch run the baseline on every save.
+        run = self.runner.run(selection, args=args, coverage=True, cancel=cancel)
+        if not run.cancelled:
+            self._name_denials(run)
+        return run
+
+    def _name_denials(self, run: RunResult) -> None:
+        """A test that writes outside the shadow (a cache under $HOME) fails before any edit, so
+        candidates are not blamed for it; say once what was denied and how to allow it.
+
+        The tests that failed (not hung or crashed: those would cost their timeout again) run
+        once more to name what they were denied, even where a test swallowed the
+        PermissionError: naming costs too much to do in the whole coverage run.  Once per
+        failing test and engine: the server and watch run tests on every save.
+        """
         quick = [n for n in run.failing if run.tests[n].outcome in ("failed", "error")
                  and n not in self._denials_probed]
         if run.confinement and quick and not run.collect_errors:
@@ -178,60 +217,45 @@ class Engine:
         named.merge(run)
         named.denied.update({p: t for p, t in self._denials.denied.items() if t in run.failing})
         denied = self.runner.denial_note(named)
-        if denied:
+        if denied and denied not in self.notes:
             self.notes.append(denied)
+
+    def check(self, run: RunResult, k: str | None = None) -> None:
+        """Raise the named error of a run that cannot be diagnosed: a module that does not
+        import, arguments pytest refused, no tests at all (``NothingToTest``)."""
         if run.collect_errors:
-            first = run.collect_errors[0]
-            where = f" {first.nodeid}" if first.nodeid else ""
-            more = f" (and {len(run.collect_errors) - 1} more)" if len(run.collect_errors) > 1 else ""
-            if first.path:  # a conftest.py raised at import: name the project's own file
-                raise ProjectError(f"cannot import {self.ws.root / first.path}: {first.summary}{more}")
-            raise ProjectError(f"cannot collect{where}: {first.summary}{more}")
+            raise collect_error(self.ws.root, run)
         if run.exitstatus == 4:  # pytest usage error: bad option in test_args, bad -k
-            line = next((ln for ln in run.log_tail.splitlines() if "error" in ln.lower()), run.log_tail.strip())
-            raise UsageError(f"pytest refused the arguments: {line.strip()[:300]}")
+            raise UsageError(f"pytest refused the arguments: {first_error(run.log_tail)}")
         if not run.tests:
             if k:
-                raise UsageError(f"no tests match -k {k!r} in {self.ws.root}")
-            raise UsageError(f"no tests found in {self.ws.root} (pytest collected nothing)")
+                raise NothingToTest(f"no tests match -k {k!r} in {self.ws.root}")
+            raise NothingToTest(f"no tests found in {self.ws.root} (pytest collected nothing)")
+
+    def baseline(self, k: str | None = None) -> RunResult:
+        """Run the selected tests with per-test coverage; errors that stop everything raise."""
+        self.progress.phase("running the tests")
+        run = self.run_tests(None, k=k)
+        self.check(run, k)
         return run
 
     def diagnose(self, k: str | None = None) -> Diagnosis:
         self.sync()
         run = self.baseline(k)
         coverage = CoverageMap.from_run(run)
-        locations = localize(run, coverage, self._read, limit=max(20, self.settings.max_locations))
-        return Diagnosis(run, coverage, locations)
+        return Diagnosis(run, coverage, self.locate(run, coverage))
 
-    def diagnose_affected(self, previous: Diagnosis, nodeids: list[str]) -> tuple[Diagnosis, RunResult]:
-        """Watch mode's incremental run: only ``nodeids`` run (with coverage), merged into ``previous``.
-
-        The other tests keep their results and coverage: none of the files they ran changed.
-        Returns the merged diagnosis and the run of ``nodeids`` alone.  When a selected test is
-        gone or the selection does not collect (ids that came from data that changed), the
-        whole suite runs instead, as ``diagnose`` does.
-        """
-        self.sync()
-        if not nodeids:  # an empty selection would make pytest run everything
-            return previous, RunResult()
-        self.progress.phase("running the affected tests")
-        run = self.runner.run(nodeids, coverage=True)
-        if run.collect_errors or run.exitstatus == 4 or any(n not in run.tests for n in nodeids):
-            diagnosis = self.diagnose()
-            return diagnosis, diagnosis.run
-        merged = RunResult()
-        merged.merge(previous.run)
-        merged.merge(run)
-        merged.duration, merged.warm = run.duration, run.warm
-        coverage = CoverageMap({**previous.coverage.by_test, **CoverageMap.from_run(run).by_test})
-        locations = localize(merged, coverage, self._read, limit=max(20, self.settings.max_locations))
-        return Diagnosis(merged, coverage, locations), run
+    def locate(self, run: RunResult, coverage: CoverageMap) -> list[Location]:
+        """The suspicious lines of ``run``'s failures (none when nothing fails)."""
+        if not run.failing:
+            return []
+        return localize(run, coverage, self._read, limit=max(20, self.settings.max_locations))
 
     def fix(self, k: str | None = None, cancel: threading.Event | None = None, *,
             diagnosis: Diagnosis | None = None) -> FixReport:
         """The whole path: diagnose, search, confirm.  Errors become an ``error`` report.
 
-        A ``diagnosis`` from ``diagnose_affected`` (watch mode) is used instead of running the
+        A ``diagnosis`` from an incremental session (watch mode) is used instead of running the
         suite again.
         """
         try:
@@ -250,7 +274,7 @@ class Engine:
         self.progress.phase("searching for a fix", s.max_candidates + s.max_pairs)
         search = Search(self.ws, verifier, max_locations=s.max_locations, max_candidates=s.max_candidates,
                         max_pairs=s.max_pairs, seconds=s.search_seconds,
-                        progress=lambda done, total, note: self.progress.update(done, total, note),
+                        progress=self.progress,
                         cancel=cancel)
         result = search.run(diagnosis.locations)
         if result.fix is not None:
@@ -281,7 +305,7 @@ class Engine:
         """Up to ``settings.episodes`` model episodes; the first verified patch becomes the fix."""
         from ..paths import project_cache
         from ..runtime.base import Sampling
-        from .agent import MODEL_ERROR, EpisodeConfig, run_episode
+        from .agent import EpisodeConfig, EpisodeStatus, run_episode
         from .harness import ToolBox, first_observation
 
         s, diagnosis, search = self.settings, report.diagnosis, report.search
@@ -305,7 +329,7 @@ class Engine:
                                   record_dir=project_cache(self.ws.root) / "episodes",
                                   meta={"project": str(self.ws.root), "failing": report.failing})
             report.episodes.append(episode)
-            if episode.status == MODEL_ERROR:
+            if episode.status == EpisodeStatus.MODEL_ERROR:
                 raise UsageError(episode.error or "the model failed")
             if episode.patch is None:
                 continue
@@ -314,8 +338,8 @@ class Engine:
                 report.notes = [*report.notes, f"model episode {i + 1}: patch refused: {check.refused}"]
             verification = verifier.confirm(episode.patch) if check.verified else None
             if verification is not None:
-                note = f"model episode {i + 1}: {episode.record}"
-                report.fix = Fix(episode.patch, verification, "model", [note])
+                report.fix = Fix(episode.patch, verification, "model",
+                                 record=EpisodeRecord(i + 1, episode.record))
                 return
 
     def _read(self, path: str) -> str | None:

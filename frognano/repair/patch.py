@@ -5,6 +5,8 @@ from __future__ import annotations
 import difflib
 import hashlib
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
 
 
 def sha256(text: str) -> str:
@@ -46,13 +48,18 @@ class Patch:
                    if ln[:1] in "+-" and not ln.startswith(("+++", "---")))
 
 
+# Which passing tests a verification ran again: "suite", every originally passing selected
+# test; "covering", those covering the edit.
+VerificationScope = Literal["suite", "covering"]
+
+
 @dataclass
 class Verification:
     """What was measured in the shadow copy for a fix (DESIGN.md invariant 2)."""
 
     fail_to_pass: list[str]  # originally failing tests that now pass
     pass_to_pass: int  # originally passing tests run again that still pass
-    scope: str = "suite"  # "suite": every originally passing selected test; "covering": those covering the edit
+    scope: VerificationScope = "suite"
 
     def describe(self) -> str:
         n = len(self.fail_to_pass)
@@ -61,21 +68,51 @@ class Verification:
                 f"{self.pass_to_pass} {which} still pass")
 
 
+@dataclass(frozen=True)
+class EditNote:
+    """What one edit of a fix does, and where: faces show it, the server titles offers with it."""
+
+    path: str  # posix, relative to the project root
+    line: int  # 1-based
+    description: str  # e.g. "`>` -> `>=`"
+
+    def __str__(self) -> str:  # the form `fix --json` has always printed
+        return f"{self.path}:{self.line} {self.description}"
+
+
+@dataclass(frozen=True)
+class EpisodeRecord:
+    """The model episode a fix came from, and where its record was saved."""
+
+    episode: int  # 1-based, in the order the engine ran them
+    path: Path | None
+
+    def __str__(self) -> str:
+        return f"model episode {self.episode}: {self.path}"
+
+
+FixSource = Literal["search", "model"]  # the operator search, or a model episode
+
+
 @dataclass
 class Fix:
     patch: Patch
     verified: Verification
-    source: str = "search"  # "search" | "model"
-    notes: list[str] = field(default_factory=list)  # what each edit does, e.g. "calc/stats.py:15 `>` -> `>=`"
+    source: FixSource = "search"
+    notes: list[EditNote] = field(default_factory=list)  # what each edit does (search fixes)
     edits_tests: bool = False  # changes test code (only with allow_test_edits): offers say so
+    record: EpisodeRecord | None = None  # the episode a model fix came from
 
     def to_json(self) -> dict:
+        # The episode record is listed after the edit notes, as plain strings: the JSON contract
+        # predates the structured notes.
+        notes = [str(n) for n in self.notes] + ([str(self.record)] if self.record else [])
         return {
             "diff": self.patch.diff(),
             "files": self.patch.files,
             "verified": {"fail_to_pass": list(self.verified.fail_to_pass),
                          "pass_to_pass": self.verified.pass_to_pass},
             "source": self.source,
-            "notes": list(self.notes),
+            "notes": notes,
             "edits_tests": self.edits_tests,
         }

@@ -12,13 +12,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Literal
 
 from ..operators import Mutation, OperatorError, mutations
+from ..progress import Progress, Silent
 from ..sandbox.workspace import Workspace
 from .localize import Location
-from .patch import FileEdit, Fix, Patch
+from .patch import EditNote, FileEdit, Fix, Patch
 from .verify import CandidateResult, Verifier
 
 log = logging.getLogger(__name__)
@@ -44,14 +46,22 @@ class Candidate:
         return sum(m.size for m in self.mutations)
 
     @property
-    def notes(self) -> list[str]:
-        return [f"{m.path}:{m.line} {m.description}" for m in self.mutations]
+    def notes(self) -> list[EditNote]:
+        return [EditNote(m.path, m.line, m.description) for m in self.mutations]
+
+    def describe(self) -> str:
+        return " + ".join(str(n) for n in self.notes)
 
 
 @dataclass
 class Tried:
     candidate: Candidate
     result: CandidateResult
+
+
+# Why a search ended without a fix: every candidate tried, the pair budget spent, out of time,
+# or cancelled by the face.
+Stopped = Literal["exhausted", "budget", "time", "cancelled"]
 
 
 @dataclass
@@ -61,26 +71,23 @@ class SearchResult:
     pairs_tried: int = 0
     generated: int = 0
     seconds: float = 0.0
-    stopped: str = ""  # why the search ended without a fix: "exhausted", "budget", "time", "cancelled"
+    stopped: Stopped | None = None  # None: it found a fix
     best: list[Tried] = field(default_factory=list)  # best partial fixes, for the report
     candidates: list[Candidate] = field(default_factory=list)  # the single edits, in search order
     history: list[Tried] = field(default_factory=list)  # every single edit validated
 
 
-ProgressFn = Callable[[int, int, str], None]  # (done, total, note)
-
-
 class Search:
     def __init__(self, ws: Workspace, verifier: Verifier, *, max_locations: int = 10,
                  max_candidates: int = 400, max_pairs: int = 150, seconds: float = 300.0,
-                 progress: ProgressFn | None = None, cancel: threading.Event | None = None) -> None:
+                 progress: Progress | None = None, cancel: threading.Event | None = None) -> None:
         self.ws = ws
         self.verifier = verifier
         self.max_locations = max_locations
         self.max_candidates = max_candidates
         self.max_pairs = max_pairs
         self.seconds = seconds
-        self.progress = progress or (lambda done, total, note: None)
+        self.progress = progress or Silent()
         self.cancel = cancel or threading.Event()
         self._sources: dict[str, str | None] = {}
 
@@ -191,18 +198,18 @@ class Search:
                 break
             outcome = self.verifier.check(cand.patch)
             result.tried += 1
-            self.progress(result.tried, total, cand.notes[0])
+            self.progress.update(result.tried, total, cand.describe())
             tried.append(Tried(cand, outcome))
             if outcome.verified:
                 winners.append(tried[-1])
         fix = self._confirm(winners)
-        if fix is None and not result.stopped:
+        if fix is None and result.stopped is None:
             fix = self._pairs(singles, tried, started, result, total)
         result.fix = fix
         result.history = tried
         result.best = sorted((t for t in tried if t.result.fixed),
                              key=lambda t: (-len(t.result.fixed), len(t.result.broken), t.candidate.size))[:3]
-        if fix is None and not result.stopped:
+        if fix is None and result.stopped is None:
             result.stopped = "exhausted"
         result.seconds = time.monotonic() - started
         return result
@@ -212,7 +219,7 @@ class Search:
             result.stopped = "cancelled"
         elif time.monotonic() - started > self.seconds:
             result.stopped = "time"
-        return bool(result.stopped)
+        return result.stopped is not None
 
     def _confirm(self, winners: list[Tried]) -> Fix | None:
         # Tests fixed first, then the smaller edit, then the more suspicious location.
@@ -244,7 +251,7 @@ class Search:
         done: set[frozenset[int]] = set()
         for a, b in self._pair_order(singles, tried):
             if result.pairs_tried >= self.max_pairs or self._stop(started, result):
-                if not result.stopped:
+                if result.stopped is None:
                     result.stopped = "budget"
                 return None
             key = frozenset((id(a), id(b)))
@@ -256,7 +263,7 @@ class Search:
                 continue
             outcome = self.verifier.check(cand.patch)
             result.pairs_tried += 1
-            self.progress(result.tried + result.pairs_tried, total, " + ".join(cand.notes))
+            self.progress.update(result.tried + result.pairs_tried, total, cand.describe())
             if outcome.verified:
                 fix = self._confirm([Tried(cand, outcome)])
                 if fix is not None:

@@ -24,6 +24,17 @@ class ModelError(UsageError):
     """A model that cannot be loaded or reached (bad path, not a model, dead endpoint): exit 2."""
 
 
+def one_line(value: object, limit: int | None = 200) -> str:
+    """``value`` (an exception, or text) as one line for an error message, cut at ``limit``.
+
+    An exception without a message gives its type's name.
+    """
+    text = " ".join(str(value).split())
+    if not text and isinstance(value, BaseException):
+        text = type(value).__name__
+    return text if limit is None or len(text) <= limit else text[: limit - 3] + "..."
+
+
 @dataclass
 class Sampling:
     """Decoding settings; every field has a default."""

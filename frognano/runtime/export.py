@@ -21,8 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UsageError
-from .base import ModelError
-from .constrain import one_line
+from .base import ModelError, one_line
 
 TARGETS = ("mlx-4bit", "gguf")
 

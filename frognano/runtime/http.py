@@ -11,7 +11,9 @@ other requests.  Transient failures (connection refused or reset, HTTP 5xx, 429)
 exponential backoff; everything else becomes one ``ModelError`` line naming the endpoint
 (invariant 5).  ``constrain`` is ignored: the server owns decoding, and the OpenAI API has no
 portable way to restrict sampling to well-formed tool calls, so a malformed call from a served
-model reaches the harness as text and is answered there like any other.
+model reaches the harness as text and is answered there like any other.  What goes over the
+wire (the request's messages, replies whole or streamed, error bodies) is read and written in
+``wire.py``; this file holds the model, its retries and cancellation.
 """
 
 from __future__ import annotations
@@ -25,11 +27,22 @@ import socket
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any, TypeVar
 
-from .base import Generation, Message, ModelError, Sampling, ToolSchema
+from .base import Generation, Message, ModelError, Sampling, ToolSchema, one_line
+from .wire import (
+    Reply,
+    content_text,
+    error_detail,
+    is_event_stream,
+    merge_tool_call,
+    render_tool_calls,
+    retry_after_seconds,
+    sse_events,
+    take_usage,
+    wire_messages,
+)
 
 log = logging.getLogger(__name__)
 
@@ -57,24 +70,6 @@ class _StatusError(ModelError):
     def __init__(self, message: str, status: int) -> None:
         super().__init__(message)
         self.status = status
-
-
-@dataclass
-class _ToolCallParts:
-    """One tool call as it arrives, possibly in streamed pieces."""
-
-    name: str = ""
-    arguments: str = ""
-    parsed: Any = None  # arguments that arrived already decoded (some servers send an object)
-
-
-@dataclass
-class _Reply:
-    text: str = ""
-    finish_reason: str | None = None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    tool_calls: dict[int, _ToolCallParts] = field(default_factory=dict)
 
 
 def split_spec(rest: str) -> tuple[str, str]:
@@ -179,7 +174,7 @@ class OpenAIModel:
             return Generation("", finish_reason="cancelled")
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": _wire_messages(messages),
+            "messages": wire_messages(messages),
             "temperature": sampling.temperature,
             "top_p": sampling.top_p,
             "max_tokens": sampling.max_tokens,
@@ -194,10 +189,10 @@ class OpenAIModel:
         if on_text is not None:
             body["stream_options"] = {"include_usage": True}  # token counts in the last chunk
 
-        reply = _Reply()
+        reply = Reply()
 
         def read(resp: http.client.HTTPResponse) -> None:
-            if on_text is not None and _is_event_stream(resp):
+            if on_text is not None and is_event_stream(resp):
                 self._read_stream(resp, reply, on_text, cancel)
             else:  # not streaming, or a server that ignored "stream": one JSON object
                 self._read_whole(resp, reply)
@@ -212,7 +207,7 @@ class OpenAIModel:
                               completion_tokens=reply.completion_tokens)
 
         text = reply.text
-        calls = _render_tool_calls(reply.tool_calls)
+        calls = render_tool_calls(reply.tool_calls)
         if calls:
             rendered = ("\n" if text else "") + calls
             text += rendered
@@ -299,7 +294,7 @@ class OpenAIModel:
                             raise _Cancelled from None
                         if isinstance(exc, TimeoutError):
                             raise ModelError(f"{self.base_url} did not answer within {self.timeout:g} s") from None
-                        detail = _one_line(exc) or type(exc).__name__
+                        detail = one_line(exc, limit=None)
                         raise ModelError(f"{self.base_url} broke off its reply: {detail}") from None
             except _Transient as exc:
                 if attempt >= self.retries:
@@ -343,22 +338,22 @@ class OpenAIModel:
         except (ConnectionError, http.client.RemoteDisconnected, http.client.BadStatusLine) as exc:
             if cancel is not None and cancel.is_set():
                 raise _Cancelled from None
-            raise _Transient(f"cannot reach {self.base_url}: {_one_line(exc) or type(exc).__name__}") from None
+            raise _Transient(f"cannot reach {self.base_url}: {one_line(exc, limit=None)}") from None
         except OSError as exc:  # name resolution, no route, TLS
             if cancel is not None and cancel.is_set():
                 raise _Cancelled from None
-            raise _Transient(f"cannot reach {self.base_url}: {_one_line(exc.strerror or exc)}") from None
+            raise _Transient(f"cannot reach {self.base_url}: {one_line(exc.strerror or exc, limit=None)}") from None
         if resp.status == 200:
             return resp
         try:
             raw = resp.read(64 * 1024)
         finally:
             resp.close()
-        detail = _error_detail(raw)
+        detail = error_detail(raw)
         status = resp.status
         said = f"HTTP {status}{': ' + detail if detail else ''}"
         if status == 429 or (500 <= status < 600 and status not in (501, 505)):
-            retry_after = _retry_after(resp.getheader("Retry-After")) if status == 429 else None
+            retry_after = retry_after_seconds(resp.getheader("Retry-After")) if status == 429 else None
             raise _Transient(f"{method} {url} failed: {said}", retry_after)
         if status == 404:
             raise _StatusError(
@@ -372,33 +367,33 @@ class OpenAIModel:
 
     # -- reading replies ---------------------------------------------------------------------
 
-    def _read_whole(self, resp: http.client.HTTPResponse, reply: _Reply) -> None:
+    def _read_whole(self, resp: http.client.HTTPResponse, reply: Reply) -> None:
         raw = resp.read()
         data = self._decode(raw)
         choice = self._first_choice(data)
         message = choice.get("message")
         if not isinstance(message, dict):
             raise self._malformed("a choice has no message")
-        reply.text = _text(message.get("content"))
+        reply.text = content_text(message.get("content"))
         for index, call in enumerate(message.get("tool_calls") or []):
-            _merge_tool_call(reply.tool_calls, call, index)
+            merge_tool_call(reply.tool_calls, call, index)
         reply.finish_reason = choice.get("finish_reason")
-        _take_usage(reply, data)
+        take_usage(reply, data)
 
     def _read_stream(
         self,
         resp: http.client.HTTPResponse,
-        reply: _Reply,
+        reply: Reply,
         on_text: Callable[[str], None],
         cancel: threading.Event | None,
     ) -> None:
-        for event in _sse_events(resp):
+        for event in sse_events(resp):
             if cancel is not None and cancel.is_set():
                 raise _Cancelled
             if event == "[DONE]":
                 return
             data = self._decode(event.encode())
-            _take_usage(reply, data)
+            take_usage(reply, data)
             choices = data.get("choices")
             if not choices:  # the usage-only chunk at the end
                 continue
@@ -406,13 +401,13 @@ class OpenAIModel:
             delta = choice.get("delta") if choice else None
             if not isinstance(delta, dict):
                 raise self._malformed("a stream chunk has no delta")
-            piece = _text(delta.get("content"))
+            piece = content_text(delta.get("content"))
             if piece:
                 reply.text += piece
                 on_text(piece)
             for position, call in enumerate(delta.get("tool_calls") or []):
                 index = call.get("index", position) if isinstance(call, dict) else position
-                _merge_tool_call(reply.tool_calls, call, index)
+                merge_tool_call(reply.tool_calls, call, index)
             if choice.get("finish_reason"):
                 reply.finish_reason = choice["finish_reason"]
         if cancel is not None and cancel.is_set():
@@ -424,12 +419,12 @@ class OpenAIModel:
         try:
             data = json.loads(raw)
         except ValueError:
-            shown = _one_line(raw[:80].decode("utf-8", "replace")) or "an empty body"
+            shown = one_line(raw[:80].decode("utf-8", "replace"), limit=None) or "an empty body"
             raise ModelError(f"{self.base_url} returned a reply that is not JSON: {shown!r}") from None
         if not isinstance(data, dict):
             raise self._malformed(f"expected an object, got {type(data).__name__}")
         if "error" in data and "choices" not in data:
-            raise ModelError(f"{self.base_url} reported an error: {_error_detail(raw)}")
+            raise ModelError(f"{self.base_url} reported an error: {error_detail(raw)}")
         return data
 
     def _first_choice(self, data: dict[str, Any]) -> dict[str, Any]:
@@ -485,128 +480,7 @@ class _CancelWatch:
             self._thread.join()
 
 
-def _is_event_stream(resp: http.client.HTTPResponse) -> bool:
-    return "text/event-stream" in (resp.getheader("Content-Type") or "")
-
-
-def _sse_events(resp: http.client.HTTPResponse) -> Iterator[str]:
-    """The ``data`` of each server-sent event; comments (``: keepalive``) and other fields skipped."""
-    lines: list[str] = []
-    while True:
-        raw = resp.readline()
-        if not raw:
-            break
-        line = raw.decode("utf-8", "replace").rstrip("\r\n")
-        if not line:
-            if lines:
-                yield "\n".join(lines)
-                lines = []
-            continue
-        if line.startswith("data:"):
-            value = line[5:]
-            lines.append(value[1:] if value.startswith(" ") else value)
-    if lines:
-        yield "\n".join(lines)
-
-
-def _text(content: Any) -> str:
-    """Message content as text: a string, None, or a list of ``{"type": "text", "text": ...}`` parts."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
-    return str(content)
-
-
-def _merge_tool_call(calls: dict[int, _ToolCallParts], call: Any, index: int) -> None:
-    """Fold one tool call, or one streamed piece of it, into ``calls``."""
-    if not isinstance(call, dict):
-        return
-    fn = call.get("function") if isinstance(call.get("function"), dict) else call
-    parts = calls.setdefault(index if isinstance(index, int) else len(calls), _ToolCallParts())
-    name = fn.get("name")
-    if isinstance(name, str) and name != parts.name:
-        parts.name += name  # streamed in pieces; some servers repeat the whole name in every chunk
-    args = fn.get("arguments")
-    if isinstance(args, str):
-        parts.arguments += args
-    elif args is not None:
-        parts.parsed = args
-
-
-def _render_tool_calls(calls: dict[int, _ToolCallParts]) -> str:
-    """Structured tool calls in the Qwen text form the harness parses (one block per call)."""
-    blocks = []
-    for _, parts in sorted(calls.items()):
-        if parts.parsed is not None:
-            arguments = parts.parsed
-        elif parts.arguments.strip():
-            try:
-                arguments = json.loads(parts.arguments)
-            except ValueError:
-                arguments = parts.arguments  # garbage stays visible; the harness answers it with an error
-        else:
-            arguments = {}
-        call = json.dumps({"name": parts.name, "arguments": arguments}, ensure_ascii=False)
-        blocks.append(f"<tool_call>\n{call}\n</tool_call>")
-    return "\n".join(blocks)
-
-
-def _take_usage(reply: _Reply, data: dict[str, Any]) -> None:
-    usage = data.get("usage")
-    if isinstance(usage, dict):
-        reply.prompt_tokens = _count(usage.get("prompt_tokens"), reply.prompt_tokens)
-        reply.completion_tokens = _count(usage.get("completion_tokens"), reply.completion_tokens)
-
-
-def _count(value: Any, default: int) -> int:
-    return value if isinstance(value, int) and value >= 0 else default
-
-
 def _serves(served: list[str], model: str) -> bool:
     """Ollama lists ``name:latest`` for ``name``; paths may differ by a trailing slash."""
     wanted = {model, model.rstrip("/"), f"{model}:latest"}
     return any(s in wanted or s.rstrip("/") in wanted for s in served)
-
-
-def _error_detail(raw: bytes) -> str:
-    """The server's own error message: OpenAI ``{"error": {"message"}}``, ``{"error": "..."}``, or text."""
-    text = raw.decode("utf-8", "replace")
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return _one_line(text)[:200]
-    if isinstance(data, dict):
-        error = data.get("error", data.get("detail", data.get("message")))
-        if isinstance(error, dict):
-            error = error.get("message", error)
-        if error is not None:
-            return _one_line(error if isinstance(error, str) else json.dumps(error))[:200]
-    return _one_line(text)[:200]
-
-
-def _retry_after(value: str | None) -> float | None:
-    try:
-        return max(0.0, float(value)) if value else None
-    except ValueError:
-        return None  # an HTTP date: fall back to our own backoff
-
-
-def _one_line(value: Any) -> str:
-    return " ".join(str(value).split())
-
-
-def _wire_messages(messages: list[Message]) -> list[Message]:
-    """Tool results as user turns wrapped in ``<tool_response>``.
-
-    The harness speaks tool calls as text, so its tool messages carry no ``tool_call_id``,
-    which strict servers (vLLM) reject.  Qwen's own chat template renders a tool message as
-    exactly this user turn, so for the models the harness targets the prompt is unchanged.
-    """
-    return [
-        {"role": "user", "content": f"<tool_response>\n{m.get('content', '')}\n</tool_response>"}
-        if m.get("role") == "tool" else m
-        for m in messages
-    ]

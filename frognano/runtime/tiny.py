@@ -289,6 +289,36 @@ def _weights(args: TinyArgs, seed: int, dtype: str) -> dict:
     return w
 
 
+def _configs(args: TinyArgs, tok, dtype: str) -> tuple[dict, dict]:
+    """``config.json`` and ``generation_config.json`` of a Qwen3 model with ``args`` and ``tok``."""
+    ids = {t: tok.token_to_id(t) for t in SPECIAL_TOKENS}
+    init_std = args.initializer_range
+    config = {
+        "architectures": ["Qwen3ForCausalLM"],
+        "model_type": "qwen3",
+        **{k: v for k, v in asdict(args).items() if k != "initializer_range"},
+        "initializer_range": init_std,
+        "hidden_act": "silu",
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "use_sliding_window": False,
+        "sliding_window": None,
+        "max_window_layers": args.num_hidden_layers,
+        "use_cache": True,
+        "bos_token_id": ids["<|endoftext|>"],
+        "eos_token_id": ids["<|im_end|>"],
+        "pad_token_id": ids["<|endoftext|>"],
+        "torch_dtype": dtype,
+    }
+    generation_config = {
+        "bos_token_id": ids["<|endoftext|>"],
+        "eos_token_id": [ids["<|im_end|>"], ids["<|endoftext|>"]],
+        "pad_token_id": ids["<|endoftext|>"],
+        "do_sample": False,
+    }
+    return config, generation_config
+
+
 def build_tiny(
     out: Path,
     fmt: Literal["mlx", "torch"] = "torch",
@@ -331,31 +361,7 @@ def build_tiny(
         ) from None
 
     tok = build_tokenizer(args.vocab_size)
-    ids = {t: tok.token_to_id(t) for t in SPECIAL_TOKENS}
-    init_std = args.initializer_range
-    config = {
-        "architectures": ["Qwen3ForCausalLM"],
-        "model_type": "qwen3",
-        **{k: v for k, v in asdict(args).items() if k != "initializer_range"},
-        "initializer_range": init_std,
-        "hidden_act": "silu",
-        "attention_bias": False,
-        "attention_dropout": 0.0,
-        "use_sliding_window": False,
-        "sliding_window": None,
-        "max_window_layers": args.num_hidden_layers,
-        "use_cache": True,
-        "bos_token_id": ids["<|endoftext|>"],
-        "eos_token_id": ids["<|im_end|>"],
-        "pad_token_id": ids["<|endoftext|>"],
-        "torch_dtype": dtype,
-    }
-    generation_config = {
-        "bos_token_id": ids["<|endoftext|>"],
-        "eos_token_id": [ids["<|im_end|>"], ids["<|endoftext|>"]],
-        "pad_token_id": ids["<|endoftext|>"],
-        "do_sample": False,
-    }
+    config, generation_config = _configs(args, tok, dtype)
 
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))

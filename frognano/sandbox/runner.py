@@ -1,10 +1,11 @@
 """Run selected tests in the shadow copy: a warm fork server, or a fresh process per run.
 
 Both strategies send the same request to the same worker code (``_worker/frognano_worker.py``)
-and read the same streamed results, so they can only differ in speed.  The controller here adds
-what a run inside the project's interpreter cannot do for itself: a wall-clock watchdog that
-kills the whole process group of a test that hangs in C code, and relaunching the remaining
-tests when one kills its own process.
+and read the same streamed results, so they can only differ in speed.  The controller adds what a
+run inside the project's interpreter cannot do for itself: a wall-clock watchdog that kills the
+whole process group of a test that hangs in C code (``process``), and, here, relaunching the
+remaining tests when one kills its own process.  The warm server's protocol is in ``forkserver``,
+the reading of what the OS sandbox refused in ``denials``.
 """
 
 from __future__ import annotations
@@ -14,10 +15,8 @@ import itertools
 import json
 import logging
 import os
-import re
 import select
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -32,15 +31,14 @@ from typing import NamedTuple
 from ..config import check_sandbox
 from ..errors import ProjectError, UsageError
 from ._worker import frognano_confine as confine
-from .preimport import project_top_names, third_party_modules
+from .denials import denial_note, denied_writes
+from .forkserver import ServerLost, WarmServerClient
+from .process import POLL, Watch, describe_exit, kill_run, killpg, tail, worker_env
 from .results import CollectError, RunResult, TestResult, parse_results
 from .workspace import Workspace
 
 log = logging.getLogger(__name__)
 
-WORKER_DIR = Path(__file__).with_name("_worker")
-_POLL = 0.05
-_KILL_GRACE = 30.0  # seconds the fork server gets to report a run the watchdog killed
 _MAX_RELAUNCHES = 25
 _warned_unconfined: set[str] = set()  # "tests run unconfined" is said once per process and reason
 
@@ -92,23 +90,6 @@ def find_python(root: Path, configured: str | None) -> str:
     return sys.executable
 
 
-def _worker_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(WORKER_DIR), env.get("PYTHONPATH")) if p)
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    return env
-
-
-def _describe_exit(code: int | None) -> str:
-    if code is None:
-        return "did not exit"
-    if code < 0:
-        with contextlib.suppress(ValueError):
-            return f"killed by {signal.Signals(-code).name}"
-        return f"killed by signal {-code}"
-    return f"exit code {code}"
-
-
 class _Options(NamedTuple):
     """How one run goes, beyond which tests (see ``TestRunner.run``)."""
 
@@ -118,56 +99,8 @@ class _Options(NamedTuple):
     name_denials: bool = False
 
 
-class _Watch:
-    """Follows the results file while a run is in flight and says when it has hung."""
-
-    def __init__(self, path: Path, timeout: float, timeouts: dict[str, float], collect_timeout: float):
-        self.path = path
-        self.timeout = timeout
-        self.timeouts = timeouts
-        self.collect_timeout = collect_timeout
-        self.offset = 0
-        self.buffer = b""
-        self.current: str | None = None
-        self.since = time.monotonic()
-        self.killed = False  # set when the controller killed the run for hanging (or cancelled it)
-        self.cancel: threading.Event | None = None
-
-    def poll(self) -> None:
-        try:
-            with open(self.path, "rb") as fh:
-                fh.seek(self.offset)
-                chunk = fh.read()
-        except FileNotFoundError:
-            return
-        self.offset += len(chunk)
-        self.buffer += chunk
-        *lines, self.buffer = self.buffer.split(b"\n")
-        for line in lines:
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            kind = rec.get("kind")
-            if kind == "start":
-                self.current, self.since = rec["nodeid"], time.monotonic()
-            elif kind in ("result", "collected"):
-                self.current, self.since = None, time.monotonic()
-
-    def overdue(self) -> bool:
-        if self.cancel is not None and self.cancel.is_set():
-            return True  # the caller gave up on this run: kill it like a hung one
-        self.poll()
-        if self.current is None:
-            limit = self.collect_timeout
-        else:
-            per_test = self.timeouts.get(self.current, self.timeout)
-            limit = per_test * 1.5 + 2.0  # the in-process alarm fires first; this is the backstop
-        return time.monotonic() - self.since > limit
-
-
-class TestRunner:
-    """Runs tests of one workspace.  ``warm`` tries the fork server first."""
+class TestRunner(WarmServerClient):
+    """Runs tests of one workspace.  ``warm`` tries the fork server first (``forkserver``)."""
 
     __test__ = False  # not a pytest test class, despite the name
 
@@ -180,20 +113,13 @@ class TestRunner:
         self.dir.mkdir(exist_ok=True)
         self._setup_sandbox()
         self._counter = itertools.count()
-        self._unread = b""  # bytes read from the fork server past the last full line
-        self._server: subprocess.Popen | None = None
-        self._server_failed = not self.config.warm
-        self.warm_reason = "disabled" if not self.config.warm else ""
+        self._init_server(self.config.warm)
         self.runs = 0
         # Set by the caller (the engine during a fix, the language server on a new save): a run
         # in flight is killed as soon as it is set, and its result comes back marked cancelled.
         self.cancel: threading.Event | None = None
 
     # -- public ---------------------------------------------------------------------------
-    @property
-    def warm(self) -> bool:
-        return self._server is not None
-
     def run(
         self,
         nodeids: Sequence[str] | None = None,
@@ -240,7 +166,7 @@ class TestRunner:
                 limit = (timeouts or {}).get(running, self.config.timeout)
                 message = (
                     f"Timeout: the test ran longer than {limit:g} s and was killed"
-                    if killed else f"the test process died while running this test ({_describe_exit(code)})"
+                    if killed else f"the test process died while running this test ({describe_exit(code)})"
                 )
                 total.tests[running] = TestResult(running, outcome, message=message)
                 if killed and stop_on_timeout:
@@ -264,23 +190,6 @@ class TestRunner:
     def close(self) -> None:
         self._stop_server()
         shutil.rmtree(self.tmp, ignore_errors=True)  # made again if the runner is used again
-
-    def _stop_server(self) -> None:
-        server, self._server = self._server, None
-        if server is None:
-            return
-        with contextlib.suppress(OSError, ValueError):
-            server.stdin.write(b'{"cmd": "exit"}\n')  # type: ignore[union-attr]
-            server.stdin.flush()  # type: ignore[union-attr]
-        # The end of its stdin also stops a run in flight, with all it started; a SIGKILL (below)
-        # would leave that run's daemons to init.
-        with contextlib.suppress(OSError, ValueError):
-            server.stdin.close()  # type: ignore[union-attr]
-        try:
-            server.wait(timeout=2)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
 
     def __enter__(self) -> "TestRunner":
         return self
@@ -331,48 +240,14 @@ class TestRunner:
 
     def denied_writes(self, run: RunResult) -> dict[str, list[str]]:
         """Paths outside the shadow that ``run``'s failing tests (or its collection) could not
-        write because of the sandbox, each with the failing tests that tried.
-
-        From the worker's audit hook (writes by Python code) and from the failure messages
-        ("[Errno 13] Permission denied: '/path'", from any program); a path counts only where
-        FrogNano itself may write, so that the sandbox, not the file's mode, refused.
-        """
+        write because of the sandbox, each with the failing tests that tried (see ``denials``)."""
         if not run.confinement:
             return {}
-        failing = set(run.failing)
-        roots = self._writable_roots()
-        found: dict[str, list[str]] = {}
-
-        def add(path: str, test: str) -> None:
-            if not os.path.isabs(path) or _inside(os.path.realpath(path), roots) or not _may_write(path):
-                return
-            tests = found.setdefault(path, [])
-            if test and test not in tests:
-                tests.append(test)
-
-        for path, test in run.denied.items():
-            if test in failing or (not test and run.collect_errors):
-                add(path, test)
-        texts = [(n, run.tests[n].message) for n in run.failing] + [("", e.message) for e in run.collect_errors]
-        for test, text in texts:
-            for m in _DENIED_MESSAGE.finditer(text):
-                add(m.group(2) or m.group(1), test)
-        return found
+        return denied_writes(run, self._writable_roots())
 
     def denial_note(self, run: RunResult) -> str | None:
         """One line naming what the sandbox denied ``run``'s tests and the setting that allows it."""
-        denied = self.denied_writes(run)
-        if not denied:
-            return None
-        paths = sorted(denied)
-        tests = sorted({t for ts in denied.values() for t in ts})
-        shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
-        who = ""
-        if tests:
-            who = f" ({tests[0]}{f' and {len(tests) - 1} more' if len(tests) > 1 else ''} failing)"
-        allow = sorted({p if os.path.isdir(p) else os.path.dirname(p) for p in paths})
-        return (f"the sandbox denied writing outside the shadow copy: {shown}{who}; if the tests "
-                f"need it, allow it with [tool.frognano] sandbox_writable = {json.dumps(allow)}")
+        return denial_note(self.denied_writes(run))
 
     # -- one launch -----------------------------------------------------------------------
     def _request(self, nodeids: Sequence[str] | None, args: Sequence[str],
@@ -409,7 +284,7 @@ class TestRunner:
 
     def _run_once(self, nodeids, args, options, timeouts, cancel=None):
         req = self._request(nodeids, args, options, timeouts)
-        watch = _Watch(Path(req["results"]), self.config.timeout, timeouts, self.config.collect_timeout)
+        watch = Watch(Path(req["results"]), self.config.timeout, timeouts, self.config.collect_timeout)
         watch.cancel = cancel
         if not self._server_failed and self._server is None:
             self._start_server()
@@ -417,16 +292,16 @@ class TestRunner:
         if self._server is not None:
             try:
                 killed, code = self._run_warm(req, watch)
-            except _ServerLost as exc:
+            except ServerLost as exc:
                 log.warning("warm test server lost (%s); using fresh processes", exc)
                 self._server, self._server_failed, self.warm_reason = None, True, str(exc)
                 req = self._request(nodeids, args, options, timeouts)
-                watch = _Watch(Path(req["results"]), self.config.timeout, timeouts, self.config.collect_timeout)
+                watch = Watch(Path(req["results"]), self.config.timeout, timeouts, self.config.collect_timeout)
                 killed, code = self._run_fresh(req, watch)
         else:
             killed, code = self._run_fresh(req, watch)
         result, running = parse_results(Path(req["results"]))
-        result.log_tail = _tail(Path(req["log"]))
+        result.log_tail = tail(Path(req["log"]))
         result.relocate(req["root"], req["real_root"])  # messages name the project's files
         if result.leaks:
             log.warning("modules imported from the project instead of the shadow: %s",
@@ -435,184 +310,41 @@ class TestRunner:
         self._check_confinement(result)
         return result, running, killed, code
 
-    def _run_fresh(self, req: dict, watch: _Watch) -> tuple[bool, int | None]:
+    def _run_fresh(self, req: dict, watch: Watch) -> tuple[bool, int | None]:
         req_path = self.dir / "request.json"
         req_path.write_text(json.dumps(req))
         with open(req["log"], "wb") as logf:
             # stdin: a pipe FrogNano never writes; its end tells the worker FrogNano died.
             proc = subprocess.Popen(
                 [self.python, "-m", "frognano_worker", "run", str(req_path)],
-                cwd=req["root"], env=_worker_env(), stdin=subprocess.PIPE,
+                cwd=req["root"], env=worker_env(), stdin=subprocess.PIPE,
                 stdout=logf, stderr=subprocess.STDOUT, start_new_session=True,
             )
         fd = os.pidfd_open(proc.pid) if hasattr(os, "pidfd_open") else None
         try:
             while proc.poll() is None:
                 if fd is not None:
-                    select.select([fd], [], [], _POLL)
+                    select.select([fd], [], [], POLL)
                 else:
-                    time.sleep(_POLL / 5)
+                    time.sleep(POLL / 5)
                 if proc.poll() is None and watch.overdue():
                     watch.killed = True
-                    _kill_run(proc.pid)
+                    kill_run(proc.pid)
                     proc.wait()
         finally:
             if fd is not None:
                 os.close(fd)
-            _killpg(proc.pid)  # the run and whatever its tests left behind
+            killpg(proc.pid)  # the run and whatever its tests left behind
             proc.wait()
             with contextlib.suppress(OSError):
                 proc.stdin.close()  # type: ignore[union-attr]
         return watch.killed, proc.returncode
 
-    # -- the warm server ------------------------------------------------------------------
-    def _start_server(self) -> None:
-        shadow = self.ws.shadow
-        assert shadow is not None
-        preimport = third_party_modules(self.ws.root, self.ws.python_files())
-        errlog = open(self.dir / "server.log", "wb")  # noqa: SIM115 - owned by the server
-        try:
-            proc = subprocess.Popen(
-                [self.python, "-m", "frognano_worker", "serve"],
-                cwd=str(WORKER_DIR), env=_worker_env(), stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE, stderr=errlog,
-            )
-        except OSError as exc:
-            raise UsageError(f"cannot start {self.python}: {exc}") from exc
-        finally:
-            errlog.close()
-        roots = [str(self.ws.root), str(shadow)]
-        self._server = proc
-        self._unread = b""
-        try:
-            self._send({"preimport": preimport, "roots": roots,
-                        "own": sorted(project_top_names(self.ws.python_files(), self.ws.root))})
-            ready = self._receive(self.config.collect_timeout)
-        except _ServerLost as exc:
-            self._abandon_server(f"the warm server did not start ({exc})")
-            return
-        if ready.get("offenders"):
-            self._abandon_server("pre-importing dependencies imported the project's own modules: "
-                                 + ", ".join(ready["offenders"][:5]))
-            return
-        if ready.get("installed"):
-            log.info("an installed copy of the project was imported by its dependencies (%s); "
-                     "each run forgets it", ", ".join(ready["installed"][:5]))
-        if ready.get("failed"):
-            log.info("not pre-imported: %s", ", ".join(sorted(ready["failed"])))
-        log.debug("warm server %s ready; pre-imported %d modules", ready.get("pid"), len(ready["imported"]))
-
-    def _abandon_server(self, reason: str) -> None:
-        log.info("%s; running each test batch in a fresh process", reason)
-        self._stop_server()
-        self._server_failed, self.warm_reason = True, reason
-
-    def _send(self, obj: dict) -> None:
-        assert self._server is not None and self._server.stdin is not None
-        try:
-            self._server.stdin.write(json.dumps(obj).encode() + b"\n")
-            self._server.stdin.flush()
-        except (BrokenPipeError, OSError) as exc:
-            raise _ServerLost(f"cannot write to it: {exc}") from exc
-
-    def _receive(self, timeout: float | None, watch: _Watch | None = None, pid: int | None = None) -> dict:
-        """Read one JSON line from the server; with a watch, kill the run's group when it hangs."""
-        assert self._server is not None and self._server.stdout is not None
-        # Lines are split here, from raw reads: a buffered readline() may pull the next line
-        # (the run's end, when it is quick) into its buffer, where select() never sees it.
-        fd = self._server.stdout.fileno()
-        deadline = None if timeout is None else time.monotonic() + timeout
-        killed_at: float | None = None
-        while True:
-            if b"\n" in self._unread:
-                line, _, self._unread = self._unread.partition(b"\n")
-                return json.loads(line)
-            ready, _, _ = select.select([fd], [], [], _POLL)
-            if ready:
-                chunk = os.read(fd, 65536)
-                if not chunk:
-                    raise _ServerLost(f"it exited ({_describe_exit(self._server.poll())})")
-                self._unread += chunk
-                continue
-            if deadline is not None and time.monotonic() > deadline:
-                raise _ServerLost(f"no answer in {timeout:g} s")
-            if watch is not None and pid is not None and not watch.killed and watch.overdue():
-                _kill_run(pid)
-                watch.killed, killed_at = True, time.monotonic()
-            if killed_at is not None and time.monotonic() - killed_at > _KILL_GRACE:
-                raise _ServerLost(f"no answer {_KILL_GRACE:g} s after its run was killed")
-
-    def _run_warm(self, req: dict, watch: _Watch) -> tuple[bool, int | None]:
-        self._send(req)
-        pid = self._receive(30.0)["pid"]
-        try:
-            done = self._receive(None, watch, pid)
-        finally:
-            _killpg(pid)  # whatever the tests spawned and left behind goes with the run
-        return watch.killed, done["returncode"]
-
     def _startup_failure(self) -> str:
         logs = sorted(self.dir.glob("log-*.txt"), key=lambda p: p.stat().st_mtime)
-        tail = _tail(logs[-1]) if logs else ""
-        last = next((ln for ln in reversed(tail.splitlines()) if ln.strip()), "no output")
-        if "No module named pytest" in tail or "No module named 'pytest'" in tail:
+        text = tail(logs[-1]) if logs else ""
+        last = next((ln for ln in reversed(text.splitlines()) if ln.strip()), "no output")
+        if "No module named pytest" in text or "No module named 'pytest'" in text:
             return f"pytest is not installed for {self.python}; install it or set [tool.frognano] python"
         return f"the test process failed before running any test: {last.strip()[:300]}"
 
-
-class _ServerLost(Exception):
-    pass
-
-
-def _killpg(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
-
-
-def _kill_run(pid: int) -> None:
-    """Kill a live run: its descendants first (processes in new sessions escape its group; the
-    run's process is their subreaper, so they stay below it while it lives), then its group.
-
-    Only for a run not yet reaped, whose pid cannot have been reused.
-    """
-    killed: set[int] = set()
-    for _ in range(50):  # until a walk finds no one new (killed ones linger as zombies)
-        found = [p for p in confine.descendants(pid) if p not in killed]
-        if not found:
-            break
-        for child in found:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(child, signal.SIGKILL)
-        killed.update(found)
-    _killpg(pid)
-
-
-# "[Errno 13] Permission denied: '/path'" (Landlock), errno 1 (Seatbelt), 30 (read-only file
-# system); for a rename, "'src' -> 'dst'" names the destination.
-_DENIED_MESSAGE = re.compile(r"\[Errno (?:1|13|30)\] [^:\n]+: '([^'\n]+)'(?: -> '([^'\n]+)')?")
-
-
-def _inside(path: str, roots: list[str]) -> bool:
-    return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
-
-
-def _may_write(path: str) -> bool:
-    """Whether FrogNano (unconfined) may write ``path``: the file, or its nearest existing folder."""
-    probe = path
-    while not os.path.exists(probe):
-        parent = os.path.dirname(probe)
-        if parent == probe:
-            return False
-        probe = parent
-    return os.access(probe, os.W_OK)
-
-
-def _tail(path: Path, limit: int = 4000) -> str:
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - limit))
-            return fh.read().decode("utf-8", "replace")
-    except OSError:
-        return ""

@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal, get_args
 
 from lsprotocol import types
 from pygls.uris import from_fs_path, to_fs_path
@@ -355,8 +356,8 @@ def _short(code: str, limit: int = 60) -> str:
 
 def fix_summary(fix: Fix) -> str:
     """What the fix does, e.g. "`>` -> `>=`" (the location is in the edit itself)."""
-    if fix.source == "search" and fix.notes:
-        return "; ".join(re.sub(r"^\S+:\d+ ", "", n) for n in fix.notes)
+    if fix.notes:
+        return "; ".join(n.description for n in fix.notes)
     if len(fix.patch.edits) == 1:  # a one-line model edit reads best as the line itself
         e = fix.patch.edits[0]
         old, new = e.before.splitlines(), e.after.splitlines()
@@ -375,6 +376,17 @@ def fix_title(fix: Fix) -> str:
     """
     edits_tests = " (edits tests)" if fix.edits_tests else ""
     return f"FrogNano{edits_tests}: {fix_summary(fix)} ({fix.verified.describe()})"
+
+
+# The ``data`` of the verified fix's code action: clients recognise the offer by this marker,
+# never by its title (which is prose and may change).
+VERIFIED_FIX = "verifiedFix"
+
+
+def fix_action_data(fix: Fix) -> dict:
+    """``{"frognano": "verifiedFix", ...}``: what a client may read of the offer without parsing it."""
+    return {"frognano": VERIFIED_FIX, "source": fix.source, "files": fix.patch.files,
+            "editsTests": fix.edits_tests}
 
 
 def text_edits(before: str, after: str, encoding: str = "utf-16") -> list[types.TextEdit]:
@@ -422,16 +434,17 @@ def workspace_edit(fix: Fix, uri_of: UriOf, versions: Mapping[str, int | None],
 
 # -- status -----------------------------------------------------------------------------------
 
-STATES = ("idle", "running", "passing", "failing", "fixing", "fixed", "error")
+State = Literal["idle", "running", "passing", "failing", "fixing", "fixed", "error"]
+STATES: tuple[State, ...] = get_args(State)
 
 
 @dataclass(frozen=True)
 class Status:
     """The ``frognano/status`` notification (the VS Code status bar shows it)."""
 
-    state: str
+    state: State
     failing: int = 0
-    auto_fix: str = "off"
+    auto_fix: str = "off"  # settings.AutoFix
     message: str = ""
 
     def to_json(self) -> dict:

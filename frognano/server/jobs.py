@@ -24,28 +24,22 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ..config import Settings
 from ..errors import FrogNanoError
-from ..repair.engine import Engine, FixReport
-from ..repair.localize import Location, localize
+from ..progress import Progress, Relay
+from ..repair.engine import Engine, FixReport, NothingToTest
+from ..repair.incremental import Selection, Session
+from ..repair.localize import Location
 from ..repair.patch import Fix
-from ..sandbox.results import RunResult, TestResult
+from ..runtime.lazy import LazyModel
+from ..sandbox.results import RunResult
 from ..sandbox.spectra import CoverageMap
 from ..sandbox.workspace import IGNORED_DIRS, Workspace
 from . import convert
 
 log = logging.getLogger(__name__)
-
-# Files whose change can affect any test: their save runs the whole suite.
-SUITE_FILES = frozenset({"conftest.py", "pyproject.toml", "setup.cfg", "pytest.ini", "tox.ini", "setup.py"})
-
-
-def is_test_module(rel: str) -> bool:
-    name = rel.rsplit("/", 1)[-1]
-    return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
-
 
 def overlay_path(root: Path, rel: str) -> bool:
     """An open document the tests should see instead of the file on disk: a Python file of
@@ -92,78 +86,6 @@ class Worker:
         self._queue.put(None)
 
 
-# -- the model, loaded lazily -------------------------------------------------------------------
-
-class LazyModel:
-    """The repair model, loaded on its first use (on the worker thread, never the event loop)
-    and kept across fix jobs and engine rebuilds until the ``model`` setting changes."""
-
-    def __init__(self, spec: str, on_load: Callable[[str], None] | None = None) -> None:
-        self.spec = spec
-        self.name = spec
-        self._on_load = on_load or (lambda _msg: None)
-        self._model: Any = None
-        self._error: FrogNanoError | None = None
-        self._lock = threading.Lock()
-        self.loads = 0
-
-    def load(self) -> Any:
-        from ..runtime.base import ModelError, load_model
-
-        with self._lock:
-            if self._model is None:
-                if self._error is not None:  # a broken spec fails once, not at every episode
-                    raise self._error
-                self._on_load(f"loading {self.spec}")
-                started = time.monotonic()
-                try:
-                    self._model = load_model(self.spec)
-                except FrogNanoError as exc:
-                    self._error = exc
-                    raise
-                except ImportError as exc:
-                    self._error = ModelError(f"model {self.spec}: {exc} (install the backend's extra, "
-                                             "e.g. pip install 'frognano[mlx]')")
-                    raise self._error from exc
-                self.loads += 1
-                self.name = getattr(self._model, "name", self.spec)
-                log.info("loaded %s in %.1f s", self.spec, time.monotonic() - started)
-            return self._model
-
-    def generate(self, messages, tools=None, sampling=None, **kwargs):  # noqa: ANN001, ANN201
-        return self.load().generate(messages, tools, sampling, **kwargs)
-
-    def close(self) -> None:
-        with self._lock:
-            if self._model is not None:
-                self._model.close()
-                self._model = None
-
-
-# -- progress -----------------------------------------------------------------------------------
-
-class ProgressSink:
-    """Where a job's progress goes (the server sends it as $/progress); called on the worker."""
-
-    def phase(self, title: str, total: int | None = None) -> None: ...
-    def update(self, done: int, total: int | None = None, note: str = "") -> None: ...
-
-
-class _Relay:
-    """The engine's Progress: forwards to the running job's sink, if it has one."""
-
-    def __init__(self) -> None:
-        self.sink: ProgressSink | None = None
-
-    def phase(self, title: str, total: int | None = None) -> None:
-        if self.sink is not None:
-            self.sink.phase(title, total)
-
-    def update(self, done: int, total: int | None = None, note: str = "") -> None:
-        if self.sink is not None:
-            self.sink.update(done, total, note)
-
-
 # -- snapshots and outcomes ---------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -171,6 +93,12 @@ class Snapshot:
     state: int  # the project's state counter when the job was queued
     buffers: dict[str, str] = field(default_factory=dict)  # open .py documents, by relative path
     versions: dict[str, int] = field(default_factory=dict)  # their LSP versions
+
+
+# ran: the picture is current; idle: nothing to run (no Python files, no tests); error: the
+# run could not happen (pytest refused the arguments, a crashed interpreter); cancelled: a newer
+# save took over and nothing changed.
+RunState = Literal["ran", "idle", "error", "cancelled"]
 
 
 @dataclass
@@ -182,20 +110,23 @@ class TestOutcome:
     snapshot: Snapshot
     run: RunResult = field(default_factory=RunResult)  # every known test (this run merged in)
     ran: int = 0  # tests that ran this time
-    selection: list[str] | None = None  # what was asked for (None: the whole suite)
+    selection: Selection = field(default_factory=Selection.all)  # what ran
     coverage: CoverageMap = field(default_factory=CoverageMap)
     locations: list[Location] = field(default_factory=list)
     texts: dict[str, str] = field(default_factory=dict)  # files the diagnostics point into
     shadow: str | None = None
-    error: str = ""  # the run could not happen (crashed interpreter, bad settings)
-    idle: str = ""  # nothing to run (no Python files, no tests): why
-    cancelled: bool = False
+    state: RunState = "ran"
+    message: str = ""  # why, when the state is idle or error
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
     @property
     def failing(self) -> list[str]:
         return self.run.failing
+
+    @property
+    def cancelled(self) -> bool:
+        return self.state == "cancelled"
 
 
 @dataclass
@@ -204,7 +135,7 @@ class FixOutcome:
     report: FixReport | None = None
     tests: TestOutcome | None = None  # the fix job's own full baseline run
     cancelled: bool = False
-    error: str = ""
+    error: str | None = None  # the job could not run (bad settings, a model that does not load)
     seconds: float = 0.0
 
 
@@ -218,9 +149,12 @@ class ReadyFix:
     episodes: list[str] = field(default_factory=list)  # episode record paths, when a model helped
 
 
+JobKind = Literal["tests", "fix"]
+
+
 @dataclass
 class JobHandle:
-    kind: str  # "tests" | "fix"
+    kind: JobKind
     snapshot: Snapshot
     cancel: threading.Event
     future: asyncio.Future
@@ -247,15 +181,13 @@ class Project:
         self.last: TestOutcome | None = None  # the last published run
         self.tests_job: JobHandle | None = None
         self.fix_job: JobHandle | None = None
-        self.relay = _Relay()
+        self.relay = Relay()  # the running fix job's $/progress, if any
         self._worker: Worker | None = None
         # owned by the worker thread
         self._ws: Workspace | None = None
         self._engine: Engine | None = None
         self._model: LazyModel | None = None
-        self._results: dict[str, TestResult] = {}
-        self._coverage = CoverageMap()
-        self._complete = False  # the merged picture comes from a whole-suite run, without errors
+        self._session: Session | None = None
 
     @property
     def worker(self) -> Worker:
@@ -272,7 +204,7 @@ class Project:
         return self.folder / rel
 
     # -- jobs (called on the event loop) --------------------------------------------------
-    def submit(self, kind: str, snapshot: Snapshot, fn: Callable[..., Any], *args: Any,
+    def submit(self, kind: JobKind, snapshot: Snapshot, fn: Callable[..., Any], *args: Any,
                cancel: threading.Event | None = None) -> JobHandle:
         cancel = cancel or threading.Event()
         future = asyncio.wrap_future(self.worker.submit(fn, *args, cancel))
@@ -287,7 +219,7 @@ class Project:
                   cancel: threading.Event | None = None) -> JobHandle:
         return self.submit("tests", snapshot, self._tests_job, files, snapshot, cancel=cancel)
 
-    def fix(self, snapshot: Snapshot, sink: ProgressSink | None,
+    def fix(self, snapshot: Snapshot, sink: Progress | None,
             cancel: threading.Event | None = None) -> JobHandle:
         return self.submit("fix", snapshot, self._fix_job, snapshot, sink, cancel=cancel)
 
@@ -314,10 +246,12 @@ class Project:
             self._model.close()
             self._model = None
         if wanted.model and self._model is None:
-            self._model = LazyModel(wanted.model, lambda msg: self.relay.phase(msg))
+            self._model = LazyModel(wanted.model, self.relay)
         if self._ws is None:
             self._ws = Workspace(self.root)
         self._engine = Engine(self._ws, wanted, progress=self.relay, model=self._model)
+        # A new runner may collect differently (other test_args): the next run is a whole one.
+        self._session = Session(self._engine)
         return self._engine
 
     def _close(self) -> None:
@@ -337,75 +271,36 @@ class Project:
         except (OSError, UnicodeDecodeError, SyntaxError):
             return None
 
-    def _select(self, files: set[str] | None) -> tuple[list[str] | None, set[str]]:
-        """The node ids (and whole test files) to run for changed ``files``; None: everything.
-
-        Everything runs when nothing is known yet, when the last run could not collect, for
-        files any test may depend on (conftest, pyproject), and for a source file that no test
-        is known to run (a new module, module-level code): better slow than stale.
-        """
-        if files is None or not self._complete or not self._coverage:
-            return None, set()
-        whole: set[str] = set()
-        ids: set[str] = set()
-        for rel in files:
-            name = rel.rsplit("/", 1)[-1]
-            if name in SUITE_FILES:
-                return None, set()
-            if not rel.endswith(".py"):
-                continue
-            covering = self._coverage.tests_covering(rel)
-            if is_test_module(rel):
-                whole.add(rel)
-            elif not covering:
-                return None, set()
-            ids |= covering
-        selection = sorted(whole) + sorted(n for n in ids if convert.nodeid_file(n) not in whole)
-        return selection, whole
-
     def _tests_job(self, files: set[str] | None, snapshot: Snapshot, cancel: threading.Event) -> TestOutcome:
         started = time.monotonic()
         out = TestOutcome(snapshot)
         if cancel.is_set():
-            out.cancelled = True
+            out.state = "cancelled"
             return out
         try:
             engine = self._engine_now()
-            engine.ws.set_overlay({r: t for r, t in snapshot.buffers.items() if overlay_path(self.root, r)})
-            engine.sync()
+            self._sync(engine, snapshot)
             out.notes = list(engine.notes)
-            selection, whole = self._select(files)
-            if selection == []:  # only files no test depends on: the picture stays as it is
-                run = RunResult(exitstatus=0)
-            else:
-                run = engine.runner.run(selection, coverage=True, cancel=cancel)
-            if selection is not None and not run.cancelled and (
-                    run.collect_errors or run.exitstatus == 4
-                    or any(n not in run.tests for n in selection if "::" in n)):
-                # A selected test is gone or its module does not import: the whole suite tells.
-                log.info("partial run incomplete (exit %s); running the whole suite", run.exitstatus)
-                selection, whole = None, set()
-                run = engine.runner.run(None, coverage=True, cancel=cancel)
+            assert self._session is not None
+            update = self._session.run(self._session.select(files), cancel)
+        except NothingToTest as exc:
+            out.state, out.message = "idle", str(exc)
+            return self._finish(out, started)
         except FrogNanoError as exc:
-            out.error = str(exc)
-            if "no Python files" in out.error:
-                out.idle, out.error = out.error, ""
+            out.state, out.message = "error", str(exc)
             return self._finish(out, started)
-        if run.cancelled:
-            out.cancelled = True
+        if update.cancelled:
+            out.state = "cancelled"
             return out
-        out.selection, out.ran = selection, len(run.tests)
-        self._merge(run, selection, whole)
-        out.run, out.coverage = self._merged_run(run), self._coverage
-        if not out.run.tests and not run.collect_errors:
-            if run.exitstatus == 4:
-                out.error = "pytest refused the arguments: " + _first_error(run.log_tail)
-            else:
-                out.idle = f"no tests found in {self.root} (pytest collected nothing)"
-            return self._finish(out, started)
-        out.locations = localize(out.run, out.coverage, self._read,
-                                 limit=max(20, engine.settings.max_locations)) if out.run.failing else []
+        out.selection, out.ran, out.notes = update.selection, len(update.ran.tests), update.notes
+        out.run, out.coverage = update.diagnosis.run, update.diagnosis.coverage
+        out.locations = update.diagnosis.locations
         return self._finish(out, started)
+
+    def _sync(self, engine: Engine, snapshot: Snapshot) -> None:
+        """The shadow copy as the snapshot saw the project: disk, with open buffers overlaid."""
+        engine.ws.set_overlay({r: t for r, t in snapshot.buffers.items() if overlay_path(self.root, r)})
+        engine.sync()
 
     def _finish(self, out: TestOutcome, started: float) -> TestOutcome:
         ws = self._ws
@@ -417,68 +312,34 @@ class Project:
         out.seconds = time.monotonic() - started
         return out
 
-    def _merge(self, run: RunResult, selection: list[str] | None, whole: set[str]) -> None:
-        fresh = CoverageMap.from_run(run).by_test
-        if selection is None:
-            self._results = dict(run.tests)
-            self._coverage = CoverageMap(dict(fresh))
-        else:
-            # Tests of a test module that ran as a whole and did not report are gone (deleted).
-            kept = {n: t for n, t in self._results.items() if convert.nodeid_file(n) not in whole}
-            kept.update(run.tests)
-            self._results = kept
-            by_test = {n: c for n, c in self._coverage.by_test.items() if n in kept}
-            by_test.update(fresh)
-            self._coverage = CoverageMap(by_test)
-        self._complete = not run.collect_errors
-
-    def _merged_run(self, run: RunResult) -> RunResult:
-        merged = RunResult(tests=dict(self._results), collect_errors=list(run.collect_errors),
-                           collected=list(self._results), exitstatus=run.exitstatus,
-                           duration=run.duration, warm=run.warm, log_tail=run.log_tail)
-        return merged
-
-    def _fix_job(self, snapshot: Snapshot, sink: ProgressSink | None, cancel: threading.Event) -> FixOutcome:
+    def _fix_job(self, snapshot: Snapshot, sink: Progress | None, cancel: threading.Event) -> FixOutcome:
         started = time.monotonic()
         out = FixOutcome(snapshot)
         if cancel.is_set():
             out.cancelled = True
             return out
-        self.relay.sink = sink
-        runner = None
+        self.relay.target = sink
         try:
             engine = self._engine_now()
-            engine.ws.set_overlay({r: t for r, t in snapshot.buffers.items() if overlay_path(self.root, r)})
-            engine.sync()
-            # Every test run of the job (baseline, candidates, confirmation, model tool calls)
-            # dies as soon as the job is cancelled, not at the next candidate.
-            runner = engine.runner
-            runner.cancel = cancel
-            out.report = engine.fix(None, cancel)
+            self._sync(engine, snapshot)
+            with engine.cancelling(cancel):
+                out.report = engine.fix(None, cancel)
         except FrogNanoError as exc:
             out.error = str(exc)
         finally:
-            self.relay.sink = None
-            if runner is not None:
-                runner.cancel = None
+            self.relay.target = None
         out.cancelled = cancel.is_set()
         report = out.report
-        if not out.cancelled and report is not None and report.diagnosis is not None:
+        if not out.cancelled and report is not None and report.diagnosis is not None and self._session:
             # The job's baseline ran the whole suite: it refreshes the picture for free.
-            run = report.diagnosis.run
-            self._merge(run, None, set())
-            tests = TestOutcome(snapshot, self._merged_run(run), len(run.tests), None, self._coverage,
-                                list(report.diagnosis.locations), notes=list(report.notes))
+            self._session.adopt(report.diagnosis)
+            picture = self._session.diagnosis
+            assert picture is not None
+            tests = TestOutcome(snapshot, picture.run, len(report.diagnosis.run.tests), Selection.all(),
+                                picture.coverage, list(report.diagnosis.locations), notes=list(report.notes))
             out.tests = self._finish(tests, started)
         out.seconds = time.monotonic() - started
         return out
-
-
-def _first_error(log_tail: str) -> str:
-    for line in log_tail.splitlines():
-        if "error" in line.lower():
-            return line.strip()[:300]
-    return log_tail.strip()[-300:]
 
 
 # -- debouncing (event loop side) ---------------------------------------------------------------

@@ -4,29 +4,30 @@ Clients send one object (``initializationOptions``, and the ``frognano`` section
 ``workspace/configuration``) with camelCase keys.  Two keys belong to the server alone
 (``autoFix``, ``debounceMs``); every other key names a field of ``frognano.config.Settings``
 (``testArgs`` -> ``test_args``) and overrides ``[tool.frognano]`` of the project's
-pyproject.toml.  A bad value never stops the server: it is dropped with a problem message that
-names the key, and the default (or pyproject's value) is used instead.
+pyproject.toml.  Values are coerced and checked by ``frognano.config.coerce``, exactly as
+pyproject's are; but a bad value never stops the server: it is dropped with a warning that names
+the camelCase key, and the default (or pyproject's value) is used instead.
 """
 
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
-from ..config import Settings, load_settings
-from ..errors import FrogNanoError
+from ..config import Settings, coerce, load_settings
+from ..errors import FrogNanoError, UsageError
 
-AUTO_FIX_MODES = ("off", "suggest", "apply")
+AutoFix = Literal["off", "suggest", "apply"]
+AUTO_FIX_MODES: tuple[AutoFix, ...] = get_args(AutoFix)
 
 # Keys a client may send for itself (how to start the server, tracing): never warned about.
 CLIENT_ONLY_KEYS = frozenset({"trace", "server", "serverPath", "path", "command", "args", "enable",
                               "enabled", "executable", "cmd", "env", "interpreter"})
 
-_ENGINE_FIELDS = {f.name: str(f.type) for f in fields(Settings)}
+_ENGINE_FIELDS = frozenset(f.name for f in fields(Settings))
 
 
 def camel(name: str) -> str:
@@ -44,7 +45,7 @@ def snake(key: str) -> str:
 class ServerSettings:
     """Everything the server reads from the client; every field has a default."""
 
-    auto_fix: str = field(default="off", metadata={"help": "after a failing run: off | suggest (compute a "
+    auto_fix: AutoFix = field(default="off", metadata={"help": "after a failing run: off | suggest (compute a "
                                                           "fix, offer it as a code action) | apply (send it "
                                                           "to the editor as a versioned edit)"})
     debounce_ms: int = field(default=300, metadata={"help": "wait this long after the last save before "
@@ -59,7 +60,7 @@ class ServerSettings:
             raise ValueError(f"debounceMs must not be negative, got {self.debounce_ms}")
 
 
-def next_mode(mode: str) -> str:
+def next_mode(mode: str) -> AutoFix:
     """off -> suggest -> apply -> off."""
     return AUTO_FIX_MODES[(AUTO_FIX_MODES.index(mode) + 1) % len(AUTO_FIX_MODES)] \
         if mode in AUTO_FIX_MODES else "off"
@@ -83,48 +84,6 @@ def section(raw: Any) -> dict[str, Any]:
         return {}
     inner = raw.get("frognano")
     return dict(inner) if isinstance(inner, dict) else raw
-
-
-def _coerce(key: str, kind: str, value: Any) -> Any:
-    """One client value checked against a Settings field type; ValueError names the key."""
-    ok: Any = _INVALID
-    if kind == "bool":
-        if isinstance(value, bool):
-            ok = value
-        elif isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no", "on", "off"):
-            ok = value.lower() in ("true", "1", "yes", "on")
-    elif kind == "int":
-        if isinstance(value, int) and not isinstance(value, bool):
-            ok = value
-        elif isinstance(value, float) and value.is_integer():
-            ok = int(value)
-        elif isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value):
-            ok = int(value)
-    elif kind == "float":
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            ok = float(value)
-        elif isinstance(value, str):
-            try:
-                ok = float(value)
-            except ValueError:
-                pass
-    elif kind.startswith("list"):
-        if isinstance(value, list) and all(isinstance(v, str) for v in value):
-            ok = list(value)
-        elif isinstance(value, str):
-            try:
-                ok = shlex.split(value)
-            except ValueError:
-                pass
-    elif kind.startswith("str"):
-        if isinstance(value, str):
-            ok = value.strip() or None if "None" in kind else value
-    if ok is _INVALID:
-        raise ValueError(f"frognano setting {key} = {value!r} is not a valid {kind}; using the default")
-    return ok
-
-
-_INVALID = object()
 
 
 def parse_client(raw: Any) -> tuple[ServerSettings, list[str], list[str]]:
@@ -159,22 +118,26 @@ def parse_client(raw: Any) -> tuple[ServerSettings, list[str], list[str]]:
                 unknown.append(key)
             continue
         try:
-            engine[name] = _coerce(key, _ENGINE_FIELDS[name], value)
-        except ValueError as exc:
-            problems.append(str(exc))
+            engine[name] = coerce(name, value, key=key)
+        except UsageError as exc:
+            problems.append(_invalid(key, value, exc))
     return ServerSettings(auto_fix, debounce, engine), problems, unknown
+
+
+def _invalid(key: str, value: Any, why: Exception) -> str:
+    return f"frognano setting {key} = {value!r} is invalid ({why}); using the default"
 
 
 def engine_settings(root: Path, overrides: Mapping[str, Any],
                     environ: Mapping[str, str] | None = None) -> tuple[Settings, list[str]]:
     """``Settings`` for the project at ``root``: pyproject, then FROGNANO_*, then the client.
 
-    Each override that Settings refuses (a negative timeout, an interpreter that does not
-    exist, a malformed model SPEC) is dropped with a problem naming its camelCase key.  A bad
-    value in ``[tool.frognano]`` or a FROGNANO_* variable (NaN, out of range, a string for a
-    list) is dropped the same way, naming its key, and the rest of the table still applies; a
-    table whose keys are valid alone but not together falls back to the defaults plus the valid
-    client overrides.
+    Each override that ``coerce`` refuses (a negative timeout, a string for a list) or that is
+    checked here (an interpreter that does not exist, a malformed model SPEC) is dropped with a
+    problem naming its camelCase key.  A bad value in ``[tool.frognano]`` or a FROGNANO_*
+    variable (NaN, out of range, a string for a list) is dropped the same way, naming its key,
+    and the rest of the table still applies; a table whose keys are valid alone but not
+    together falls back to the defaults plus the valid client overrides.
     """
     problems: list[str] = []
     dropped: list[str] = []
@@ -188,14 +151,10 @@ def engine_settings(root: Path, overrides: Mapping[str, Any],
     valid: dict[str, Any] = {}
     for name, value in overrides.items():
         try:
+            value = coerce(name, value, key=camel(name))
             _check_value(root, name, value)
-            if base_ok:
-                load_settings(root, {name: value}, environ, problems=[])
-            else:
-                Settings(**{name: value})
         except (FrogNanoError, TypeError, ValueError) as exc:
-            problems.append(f"frognano setting {camel(name)} = {value!r} is invalid ({exc}); "
-                            "using the default")
+            problems.append(_invalid(camel(name), value, exc))
             continue
         valid[name] = value
     try:

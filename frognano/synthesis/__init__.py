@@ -7,20 +7,9 @@ only the standard library, so importing this package stays cheap.
 
 from __future__ import annotations
 
-from .frontier import (
-    HINTS,
-    MAX_DISTANCE,
-    Family,
-    FrontierConfig,
-    FrontierSampler,
-    Sampler,
-    UniformSampler,
-    load_sampler,
-)
+from . import frontier
+from .frontier import *  # noqa: F403 - the sampler API, as frontier.__all__ names it
 from .store import StoreError, Task, TaskStore, make_instance_id, patch_hash, read_tasks, repo_name
 
-__all__ = [
-    "HINTS", "MAX_DISTANCE", "Family", "FrontierConfig", "FrontierSampler", "Sampler",
-    "UniformSampler", "load_sampler", "StoreError", "Task", "TaskStore", "make_instance_id",
-    "patch_hash", "read_tasks", "repo_name",
-]
+__all__ = [*frontier.__all__, "StoreError", "Task", "TaskStore", "make_instance_id", "patch_hash", "read_tasks",
+           "repo_name"]

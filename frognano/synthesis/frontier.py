@@ -29,9 +29,12 @@ import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from ..errors import UsageError
+
+__all__ = ["HINTS", "MAX_DISTANCE", "Family", "FrontierConfig", "FrontierSampler", "Sampler", "UniformSampler",
+           "load_sampler"]
 
 log = logging.getLogger(__name__)
 
@@ -319,6 +322,32 @@ def _read_json(path: str | os.PathLike) -> dict[str, Any]:
         raise UsageError(f"cannot read sampler state {path}: {exc}") from exc
 
 
+_S = TypeVar("_S", bound="_Saved")
+
+
+class _Saved:
+    """``save`` and ``load`` for a sampler of ``kind``: its ``state_dict`` (see ``Sampler``) as
+    JSON, written atomically, and back.  A subclass says how to build itself from a state."""
+
+    kind = ""
+
+    @classmethod
+    def _from_state(cls: type[_S], state: Mapping[str, Any]) -> _S:
+        raise NotImplementedError
+
+    def save(self, path: str | os.PathLike) -> None:
+        _save_json(path, self.state_dict())
+
+    @classmethod
+    def load(cls: type[_S], path: str | os.PathLike) -> _S:
+        """A sampler exactly as saved (its config or seed included)."""
+        state = _read_json(path)
+        _check_state(state, cls.kind)
+        sampler = cls._from_state(state)
+        sampler.load_state_dict(state)
+        return sampler
+
+
 # --------------------------------------------------------------------------------------------
 # The frontier sampler
 # --------------------------------------------------------------------------------------------
@@ -337,7 +366,7 @@ class _Arm:
     promoted: bool = False  # its harder family has been added (or it has none)
 
 
-class FrontierSampler:
+class FrontierSampler(_Saved):
     """Draws families in proportion to p(1-p) + floor; see the module docstring.
 
     ``families`` are the starting active set, typically the easiest setting per operator
@@ -484,17 +513,9 @@ class FrontierSampler:
         self._clock = int(state["clock"])
         _set_rng_state(self._rng, state["rng"])
 
-    def save(self, path: str | os.PathLike) -> None:
-        _save_json(path, self.state_dict())
-
     @classmethod
-    def load(cls, path: str | os.PathLike) -> FrontierSampler:
-        """A sampler exactly as saved, config included."""
-        state = _read_json(path)
-        _check_state(state, cls.kind)
-        sampler = cls([row["family"] for row in state["families"]], FrontierConfig.from_dict(state["config"]))
-        sampler.load_state_dict(state)
-        return sampler
+    def _from_state(cls, state: Mapping[str, Any]) -> FrontierSampler:
+        return cls([row["family"] for row in state["families"]], FrontierConfig.from_dict(state["config"]))
 
 
 # --------------------------------------------------------------------------------------------
@@ -502,7 +523,7 @@ class FrontierSampler:
 # --------------------------------------------------------------------------------------------
 
 
-class UniformSampler:
+class UniformSampler(_Saved):
     """Draws uniformly from a fixed set of families; outcomes are counted, never used.
 
     For an ablation, give it the families the frontier could reach, e.g.
@@ -552,16 +573,9 @@ class UniformSampler:
         self.seed = int(state["seed"])
         _set_rng_state(self._rng, state["rng"])
 
-    def save(self, path: str | os.PathLike) -> None:
-        _save_json(path, self.state_dict())
-
     @classmethod
-    def load(cls, path: str | os.PathLike) -> UniformSampler:
-        state = _read_json(path)
-        _check_state(state, cls.kind)
-        sampler = cls(state["families"], seed=int(state["seed"]))
-        sampler.load_state_dict(state)
-        return sampler
+    def _from_state(cls, state: Mapping[str, Any]) -> UniformSampler:
+        return cls(state["families"], seed=int(state["seed"]))
 
 
 def load_sampler(path: str | os.PathLike) -> FrontierSampler | UniformSampler:

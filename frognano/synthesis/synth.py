@@ -18,6 +18,9 @@ workers may validate a few candidates past the n-th task (wasted, never written)
 
 ``ray`` (``"local"``, ``"auto"`` or a cluster address) validates on ``workers`` Ray actors instead,
 through the same executor interface as the local pool (``executor.py``): same tasks for a seed.
+
+Progress goes through the shared protocol (``frognano.progress``): one phase per repository
+(``tasks from NAME``, its total ``n``), updated with the tasks it holds and the latest family.
 """
 
 from __future__ import annotations
@@ -26,13 +29,13 @@ import logging
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..errors import UsageError
 from ..operators import CATALOGUE
+from ..progress import Progress, Silent
 from ..sandbox.results import RunResult
 from ..sandbox.runner import RunnerConfig, TestRunner
 from ..sandbox.spectra import CoverageMap
@@ -78,9 +81,6 @@ class SynthSummary:
         for s in self.families.values():
             total.update(s.skips)
         return total
-
-
-Progress = Callable[[str, int, int], None]  # (repo, tasks held, n)
 
 
 class _Refused(Exception):
@@ -159,7 +159,7 @@ def _fam(m) -> str:
 
 def _combos(ws: Workspace, runner: TestRunner, coverage: CoverageMap, job: SynthJob, todo: list,
             bugs: int, n: int, have: int, store: TaskStore, summary: SynthSummary,
-            progress: Progress | None) -> int:
+            progress: Progress) -> int:
     """Validate singles in candidate order (in this process); combine each new valid one with
     ``bugs - 1`` earlier valid ones of the same module (file or package directory,
     ``validate.module_of``) until the repo holds ``n`` combinations.
@@ -183,7 +183,7 @@ def _combos(ws: Workspace, runner: TestRunner, coverage: CoverageMap, job: Synth
             cstats.tried += 1
             combo, seconds = combine_one(ws, runner, coverage, job, i, j, [m, *group])
             cstats.seconds += seconds
-            have = _record(cstats, combo, store, summary, progress, job.repo, have, n)
+            have = _record(cstats, combo, store, summary, progress, have, n)
             if have >= n:
                 return have
     return have
@@ -238,7 +238,8 @@ def synthesize(repos: list[Path], out: Path, *, n: int, seed: int = 0, workers: 
             if not repo_path.is_dir():
                 raise UsageError(f"{repo_path}: not a directory")
             repo = str(repo_path.resolve())
-            summary.per_repo[repo] = _synth_repo(plan, repo_path, repo, store, summary, progress)
+            summary.per_repo[repo] = _synth_repo(plan, repo_path, repo, store, summary,
+                                                 progress or Silent())
     summary.families = dict(summary.families)
     summary.seconds = time.monotonic() - started
     if summary.refused and len(summary.refused) == len(repos):
@@ -247,14 +248,14 @@ def synthesize(repos: list[Path], out: Path, *, n: int, seed: int = 0, workers: 
 
 
 def _synth_repo(plan: _Plan, repo_path: Path, repo: str, store: TaskStore, summary: SynthSummary,
-                progress: Progress | None) -> int:
+                progress: Progress) -> int:
     """Bring one repository up to ``plan.n`` tasks in ``store``; returns the tasks it holds."""
     held = [t for t in read_tasks(store.path) if t.repo == repo and t.n_bugs == plan.bugs]
     have = len(held)
     summary.existing += have
     stored = {patch_hash(t.patch) for t in held}
-    if progress:
-        progress(repo, have, plan.n)
+    progress.phase(f"tasks from {Path(repo).name}", plan.n)
+    progress.update(min(have, plan.n), plan.n)
     if have >= plan.n:
         return have
     with Workspace(repo_path) as ws:
@@ -293,7 +294,7 @@ def _prepare(plan: _Plan, repo_path: Path, repo: str, ws: Workspace, runner: Tes
 
 def _singles(plan: _Plan, ws: Workspace, runner: TestRunner, coverage: CoverageMap, job: SynthJob,
              todo, have: int, store: TaskStore, summary: SynthSummary,
-             progress: Progress | None) -> int:
+             progress: Progress) -> int:
     """Validate single bugs (here, in a local pool or on Ray) and record them in candidate
     order until the repo holds ``plan.n`` tasks; returns the count held."""
     pool = None
@@ -310,7 +311,7 @@ def _singles(plan: _Plan, ws: Workspace, runner: TestRunner, coverage: CoverageM
             stats = summary.families[_fam(m)]
             stats.tried += 1
             stats.seconds += seconds
-            have = _record(stats, result, store, summary, progress, job.repo, have, plan.n)
+            have = _record(stats, result, store, summary, progress, have, plan.n)
             if have >= plan.n:
                 break
     finally:
@@ -323,7 +324,7 @@ def _singles(plan: _Plan, ws: Workspace, runner: TestRunner, coverage: CoverageM
 
 
 def _record(stats: FamilyStats, result: Task | Rejection, store: TaskStore, summary: SynthSummary,
-            progress: Progress | None, repo: str, have: int, n: int) -> int:
+            progress: Progress, have: int, n: int) -> int:
     """Count one validated candidate under ``stats``; a new Task goes to the store.  Returns
     the tasks the repo now holds."""
     if isinstance(result, Rejection):
@@ -332,8 +333,7 @@ def _record(stats: FamilyStats, result: Task | Rejection, store: TaskStore, summ
         stats.valid += 1
         have += 1
         summary.written += 1
-        if progress:
-            progress(repo, have, n)
+        progress.update(min(have, n), n, result.family)
     else:
         stats.skips["duplicate"] += 1
     return have

@@ -86,9 +86,14 @@ local function fake(dispatchers)
           { title = "Run tests", kind = "quickfix", command = { title = "Run", command = "frognano.runTests", arguments = { { uri = uri } } } },
         }
         if srv.verified then
+          local function edit(text)
+            return { documentChanges = { { textDocument = { uri = uri, version = vim.lsp.util.buf_versions[vim.uri_to_bufnr(uri)] },
+              edits = { { range = { start = { line = 0, character = 6 }, ["end"] = { line = 0, character = 7 } }, newText = text } } } } }
+          end
+          -- The client must go by the data marker: a look-alike title without it is not the fix.
           table.insert(result, 1, { title = "FrogNano: `>` -> `>=` (1 failing test now passes)", kind = "quickfix",
-            edit = { documentChanges = { { textDocument = { uri = uri, version = vim.lsp.util.buf_versions[vim.uri_to_bufnr(uri)] },
-              edits = { { range = { start = { line = 0, character = 6 }, ["end"] = { line = 0, character = 7 } }, newText = ">=" } } } } } })
+            data = { frognano = "verifiedFix", source = "search" }, edit = edit(">=") })
+          table.insert(result, 1, { title = "FrogNano: look-alike", kind = "quickfix", edit = edit("<") })
         end
       end
       vim.schedule(function() callback(nil, result) end)
@@ -217,7 +222,7 @@ end
 
 local function verified(list)
   for _, a in ipairs(list) do
-    if vim.startswith(a.title or "", "FrogNano:") and a.edit then return a end
+    if type(a.data) == "table" and a.data.frognano == "verifiedFix" and a.edit then return a end
   end
 end
 
@@ -261,8 +266,8 @@ local function main()
       fix = verified(actions(buf, range, here))
     end
   end
-  assert(fix, "no verified 'FrogNano:' code action appeared")
-  r.fix = { title = fix.title, kind = fix.kind, has_edit = fix.edit ~= nil,
+  assert(fix, "no code action marked verifiedFix appeared")
+  r.fix = { title = fix.title, kind = fix.kind, has_edit = fix.edit ~= nil, data = fix.data,
             document_changes = fix.edit and fix.edit.documentChanges }
 
   r.step = "apply"
@@ -432,6 +437,7 @@ def test_headless_fix_flow(tmp_path):
     # The verified fix: a versioned edit of calc/stats.py.
     fix = r["fix"]
     assert fix["title"].startswith("FrogNano:") and fix["has_edit"], _explain(r)
+    assert fix["data"]["frognano"] == "verifiedFix" and fix["data"]["source"] == "search", _explain(r)
     changes = fix["document_changes"]
     assert changes and all(isinstance(c["textDocument"].get("version"), int) for c in changes)
     assert [c["textDocument"]["uri"].rsplit("/", 2)[-2:] for c in changes] == [["calc", "stats.py"]]

@@ -211,6 +211,7 @@ def test_protocol_flow_fixes_calc(node_modules, tmp_path, auto_fix):
     if auto_fix == "off":
         assert summary["fixCommand"]["command"] == "frognano.fix", summary["fixCommand"]
         assert fix["appliedBy"] == "code action edit" and fix["title"].startswith("FrogNano:"), fix
+        assert fix["data"]["frognano"] == "verifiedFix", fix
         assert "Fix with FrogNano" in summary["actionsOffered"] and "Run tests" in summary["actionsOffered"]
     else:
         assert fix["appliedBy"] == "workspace/applyEdit" and fix["label"].startswith("FrogNano:"), fix

@@ -52,7 +52,7 @@ def test_two_location_bug_is_fixed_by_a_pair(make_project):
     report = fix(make_project(TWO_BUGS))
     assert report.status == "fixed", report.message
     assert report.search.pairs_tried >= 1
-    notes = " ".join(report.fix.notes)
+    notes = " ".join(map(str, report.fix.notes))
     assert "`-=` -> `+=`" in notes and ("`<` -> `>`" in notes or "`<` -> `>=`" in notes)
     assert set(report.fix.verified.fail_to_pass) == {
         "tests/test_cart.py::test_subtotal", "tests/test_cart.py::test_shipping_free_above_50",
@@ -100,4 +100,33 @@ def test_default_argument_bug_is_found_through_the_function_header(make_project)
         """,
     }))
     assert report.status == "fixed", report.message
-    assert "default" in report.fix.notes[0] or "`4` -> `5`" in report.fix.notes[0]
+    note = report.fix.notes[0]
+    assert "default" in note.description or "`4` -> `5`" in note.description
+
+
+def test_search_fix_notes_are_structured(make_project):
+    report = fix(make_project({
+        "shop/__init__.py": "",
+        "shop/price.py": """
+            def discount(total):
+                if total > 100:
+                    return 10
+                return 0
+        """,
+        "tests/test_price.py": """
+            from shop.price import discount
+
+            def test_discount_from_100():
+                assert discount(100) == 10
+
+            def test_no_discount_below():
+                assert discount(50) == 0
+        """,
+    }))
+    assert report.status == "fixed", report.message
+    assert report.fix.source == "search" and report.fix.record is None
+    (note,) = report.fix.notes
+    assert (note.path, note.line, note.description) == ("shop/price.py", 2, "`>` -> `>=`")
+    # --json prints the notes as it always has: "path:line description".
+    assert report.fix.to_json()["notes"] == ["shop/price.py:2 `>` -> `>=`"]
+    assert report.to_json()["search"]["stopped"] is None

@@ -3,8 +3,8 @@
 `apply_patch` exchanges each file with a temp holding the fix (renameat2(RENAME_EXCHANGE) here)
 and compares what the exchange handed back with the text the fix was computed on.  These cases
 race a writer against it, kill it at every step, and force the fallback for filesystems that
-cannot exchange.  Every case calls the module's functions through ``P`` at call time, so a
-monkeypatch of ``frognano.repair.apply`` reaches them.
+cannot exchange.  Every case calls the module's functions through ``P`` at call time, and replaces
+a helper in every module that holds it (``_replace``), so a monkeypatch reaches every call.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ from pathlib import Path
 import pytest
 
 import frognano.repair.apply as P
+import frognano.repair.exchange as X
+import frognano.repair.journal as J
 from frognano.errors import ApplyError
 from frognano.paths import project_cache
 from frognano.repair.patch import FileEdit, Patch
@@ -33,6 +35,21 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX file sema
 
 BEFORE = "".join(f"def f{i}(x):\n    return x > {i}\n\n\n" for i in range(60))
 AFTER = BEFORE.replace("return x > 7\n", "return x >= 7\n")
+
+
+# ``apply`` and the modules it is built on each hold their own binding of a shared helper.
+_MODULES = (P, J, X)
+
+
+def _replace(name: str, value, setattr_=setattr) -> None:
+    """Replace the helper ``name`` wherever it is bound (``setattr_``: e.g. monkeypatch.setattr)."""
+    for module in _MODULES:
+        if hasattr(module, name):
+            setattr_(module, name, value)
+
+
+def _helper(name: str):
+    return next(getattr(module, name) for module in _MODULES if hasattr(module, name))
 
 
 def _project(tmp_path: Path, files: dict[str, str]) -> Path:
@@ -219,7 +236,7 @@ def _in_child(work, kill_at: int | None = None, kill_after: tuple[str, int] | No
                     os.kill(os.getpid(), signal.SIGKILL)
 
             for name in _STEPS:
-                real = getattr(P, name)
+                real = _helper(name)
 
                 def wrapped(*a, _real=real, _name=name, **kw):
                     step()
@@ -231,7 +248,7 @@ def _in_child(work, kill_at: int | None = None, kill_after: tuple[str, int] | No
                         if kill_after == (_name, calls[_name]):
                             os.kill(os.getpid(), signal.SIGKILL)
 
-                setattr(P, name, wrapped)
+                _replace(name, wrapped)
             work()
             os.write(w, count[0].to_bytes(4, "little"))
         finally:
@@ -424,7 +441,7 @@ def no_exchange(monkeypatch):
     def einval(a, b):
         raise OSError(errno.EINVAL, os.strerror(errno.EINVAL), str(a))
 
-    monkeypatch.setattr(P, "_exchange", einval)
+    _replace("_exchange", einval, monkeypatch.setattr)
 
 
 def test_fallback_without_exchange_applies_and_undoes(tmp_path, outside, no_exchange):
@@ -466,7 +483,7 @@ def test_fallback_races_lose_nothing_outside_its_documented_window(tmp_path, out
 def test_watch_apply_uses_the_exchange_and_skips_a_file_saved_meanwhile(tmp_path, outside, monkeypatch):
     from rich.console import Console
 
-    import frognano.watch as W
+    import frognano.cli.watch as W
     from frognano.config import Settings
     from frognano.repair.engine import FixReport
     from frognano.repair.patch import Fix, Verification
@@ -480,13 +497,13 @@ def test_watch_apply_uses_the_exchange_and_skips_a_file_saved_meanwhile(tmp_path
                          debounce=0.3)
     patch = Patch((FileEdit("a.py", BEFORE, AFTER), FileEdit("b.py", BEFORE, AFTER)))
     exchanged = []
-    exchange = P._exchange
+    exchange = _helper("_exchange")
 
     def counting(a, b):
         exchanged.append(Path(b).name)
         return exchange(a, b)
 
-    monkeypatch.setattr(P, "_exchange", counting)
+    _replace("_exchange", counting, monkeypatch.setattr)
     encode = _save_b_while_encoding(monkeypatch, root, _rename_over)
     report = FixReport(status="fixed", fix=Fix(patch, Verification(["t"], 1)))
     assert watcher._apply(report) is False  # run again on the new state
@@ -512,7 +529,7 @@ def test_undo_copy_across_filesystems_is_a_flushed_copy(tmp_path, outside, monke
     replace = os.replace
 
     def no_cross_device_rename(src, dst, **kw):
-        if P._TEMP.match(Path(src).name) and Path(dst).parent.parent == _undo_dir(root):
+        if X._TEMP.match(Path(src).name) and Path(dst).parent.parent == _undo_dir(root):
             raise OSError(errno.EXDEV, os.strerror(errno.EXDEV), str(src))
         return replace(src, dst, **kw)
 

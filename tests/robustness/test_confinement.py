@@ -274,7 +274,7 @@ def _no_sandbox(monkeypatch, why: str = "no OS sandbox in this test") -> None:
 def test_required_refuses_to_run_unconfined(example, monkeypatch, outside):
     from click.testing import CliRunner
 
-    from frognano.cli import main
+    from frognano.cli.main import main
 
     _no_sandbox(monkeypatch)
     project = example("calc")

@@ -22,7 +22,7 @@ from frognano.config import load_settings
 from frognano.errors import UsageError
 from tests.conftest import write_project
 from tests.server.lsp import open_doc, save, serve, wait_for, wait_state
-from tests.test_watch import Watching
+from tests.cli.test_watch import Watching
 
 GREEN = {
     "pkg/__init__.py": "",

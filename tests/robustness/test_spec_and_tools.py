@@ -86,31 +86,23 @@ def test_assert_true_hack_ends_unfixed_with_exit_1(example, outside, tmp_path):
     outside.check()
 
 
-def test_edit_of_conftest_is_refused(make_project, outside):
+@pytest.mark.parametrize("name, text, test, edit, says", [
+    ("conftest.py", "import pytest\n\n@pytest.fixture\ndef expected():\n    return 1\n",
+     "def test_one(expected):\n    assert one() == expected\n", dict(old="return 1", new="return 2"),
+     "conftest.py"),
+    ("pytest.ini", "[pytest]\naddopts = -q\n", "def test_one():\n    assert one() == 1\n",
+     dict(old="-q", new="-q --deselect tests/test_m.py::test_one"), "pytest.ini is pytest configuration"),
+], ids=["conftest", "pytest-ini"])
+def test_edit_of_test_configuration_is_refused(make_project, outside, name, text, test, edit, says):
     project = make_project({
         "m.py": "def one():\n    return 2\n",
-        "conftest.py": "import pytest\n\n@pytest.fixture\ndef expected():\n    return 1\n",
-        "tests/test_m.py": "from m import one\n\ndef test_one(expected):\n    assert one() == expected\n",
+        name: text,
+        "tests/test_m.py": "from m import one\n\n" + test,
     })
     outside.watch(project)
-    report = fix_with(project, [call("edit", path="conftest.py", old="return 1", new="return 2"),
-                                call("submit")])
-    assert_one_line_error(results(report)[0], "conftest.py", "the tests are the specification")
+    report = fix_with(project, [call("edit", path=name, **edit), call("submit")])
+    assert_one_line_error(results(report)[0], says, "the tests are the specification")
     assert report.status == "unfixed" and report.exit_code == 1
-    outside.check()
-
-
-def test_edit_of_pytest_ini_is_refused(make_project, outside):
-    project = make_project({
-        "m.py": "def one():\n    return 2\n",
-        "pytest.ini": "[pytest]\naddopts = -q\n",
-        "tests/test_m.py": "from m import one\n\ndef test_one():\n    assert one() == 1\n",
-    })
-    outside.watch(project)
-    deselect = call("edit", path="pytest.ini", old="-q", new="-q --deselect tests/test_m.py::test_one")
-    report = fix_with(project, [deselect, call("submit")])
-    assert_one_line_error(results(report)[0], "pytest.ini is pytest configuration", "the tests are the specification")
-    assert report.status == "unfixed"
     outside.check()
 
 

@@ -15,14 +15,14 @@ import sys
 import pytest
 
 from frognano.config import Settings
-from frognano.repair.agent import CANCELLED, LOOPING, NO_PATCH, SUBMITTED, TOKENS, TURNS
+from frognano.repair.agent import EpisodeStatus
 from frognano.repair.engine import Engine
 from frognano.runtime.base import load_model
 from frognano.sandbox.workspace import Workspace
 
 from ..conftest import snapshot
 
-CLEAN_END = {SUBMITTED, NO_PATCH, TURNS, TOKENS, LOOPING, CANCELLED}
+CLEAN_END = set(EpisodeStatus) - {EpisodeStatus.MODEL_ERROR}
 EPISODE = {"max_candidates": 0, "max_pairs": 0, "episodes": 1, "max_turns": 3, "max_new_tokens": 48}
 
 

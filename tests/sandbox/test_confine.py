@@ -13,7 +13,7 @@ import textwrap
 import pytest
 
 from frognano.sandbox._worker import frognano_confine
-from frognano.sandbox.runner import WORKER_DIR
+from frognano.sandbox.process import WORKER_DIR
 
 ABI, _ = frognano_confine.landlock_abi()
 landlock = pytest.mark.skipif(not ABI, reason="no Landlock here")

@@ -74,7 +74,7 @@ def test_editable_install_imports_the_shadow(make_project):
         with Engine(ws, Settings()) as engine:
             report = engine.fix()
     assert report.status == "fixed"
-    assert "`>` -> `>=`" in report.fix.notes[0]
+    assert "`>` -> `>=`" in report.fix.notes[0].description
 
 
 PROJECT_FIXED = "def discount(total):\n    if total >= 100:\n        return total * 0.9\n    return total\n"

@@ -4,7 +4,7 @@ import subprocess
 import sys
 import textwrap
 
-from frognano.sandbox.runner import WORKER_DIR
+from frognano.sandbox.process import WORKER_DIR
 
 SCRIPT = textwrap.dedent("""
     import os, sys

@@ -11,11 +11,10 @@ from lsprotocol import types
 
 from frognano.config import Settings
 from frognano.repair.localize import Location
-from frognano.repair.patch import FileEdit, Fix, Patch, Verification
+from frognano.repair.patch import EditNote, EpisodeRecord, FileEdit, Fix, Patch, Verification
 from frognano.sandbox.results import CollectError, Frame, RunResult, TestResult
 from frognano.sandbox.spectra import CoverageMap
 from frognano.server import convert
-from frognano.server.jobs import Project
 from frognano.server.settings import ServerSettings, camel, engine_settings, next_mode, parse_client, snake
 
 
@@ -101,10 +100,15 @@ def test_collect_error_sites_map_the_shadow_back():
 
 def test_fix_title_and_versioned_edit():
     edit = FileEdit("calc/stats.py", "def f(age):\n    return age > 18\n", "def f(age):\n    return age >= 18\n")
-    fix = Fix(Patch((edit,)), Verification(["t"], 6), "search", ["calc/stats.py:2 `>` -> `>=`"])
+    fix = Fix(Patch((edit,)), Verification(["t"], 6), "search", [EditNote("calc/stats.py", 2, "`>` -> `>=`")])
     assert convert.fix_title(fix) == "FrogNano: `>` -> `>=` (1 failing test now passes, 6 tests still pass)"
-    model = Fix(Patch((edit,)), Verification(["t"], 6), "model", ["model episode 1: x.json"])
+    assert convert.fix_action_data(fix) == {"frognano": "verifiedFix", "source": "search",
+                                            "files": ["calc/stats.py"], "editsTests": False}
+    model = Fix(Patch((edit,)), Verification(["t"], 6), "model", record=EpisodeRecord(1, Path("x.json")))
     assert convert.fix_summary(model) == "`return age > 18` -> `return age >= 18`"
+    # --json keeps printing notes as strings: the edit's, then the episode record's.
+    assert fix.to_json()["notes"] == ["calc/stats.py:2 `>` -> `>=`"]
+    assert model.to_json()["notes"] == ["model episode 1: x.json"]
     ws_edit = convert.workspace_edit(fix, lambda rel: f"file:///p/{rel}", {"calc/stats.py": 7})
     (change,) = ws_edit.document_changes
     assert (change.text_document.uri, change.text_document.version) == ("file:///p/calc/stats.py", 7)
@@ -119,15 +123,21 @@ def test_status_payload_is_exactly_the_contract():
 
 def test_client_settings():
     opts, problems, unknown = parse_client({"frognano": {
-        "autoFix": "apply", "debounceMs": 50, "testArgs": "-x -q", "timeout": 5, "maxCandidates": 10.0,
+        "autoFix": "apply", "debounceMs": 50, "testArgs": ["-x", "-q"], "timeout": 5, "maxCandidates": 10.0,
         "model": None, "trace": {"server": "verbose"}, "colour": "red"}})
     assert opts == ServerSettings("apply", 50, {"test_args": ["-x", "-q"], "timeout": 5.0, "max_candidates": 10})
     assert problems == [] and unknown == ["colour"]
-    opts, problems, _ = parse_client({"autoFix": "always", "timeout": "soon", "debounceMs": -1, "episodes": True})
+    opts, problems, _ = parse_client({"autoFix": "always", "timeout": "soon", "debounceMs": -1, "episodes": True,
+                                      "testArgs": "-x -q", "maxPairs": -1, "sandboxWritable": ["rel"]})
     assert opts == ServerSettings()
     assert [p.split(" = ")[0] for p in problems] == [
         "frognano setting autoFix", "frognano setting timeout", "frognano setting debounceMs",
-        "frognano setting episodes"]
+        "frognano setting episodes", "frognano setting testArgs", "frognano setting maxPairs",
+        "frognano setting sandboxWritable"]
+    # pyproject's rules (frognano.config.coerce), named by the client's key: a string where a
+    # list belongs is refused with the list it probably meant, ranges are checked at once.
+    assert 'testArgs must be a list of strings, e.g. testArgs = ["-x", "-q"]' in problems[4]
+    assert "maxPairs must be at least 0" in problems[5] and problems[5].endswith("using the default")
     assert (camel("search_seconds"), snake("searchSeconds"), snake("max_pairs")) == ("searchSeconds", "search_seconds", "max_pairs")
     assert [next_mode(m) for m in ("off", "suggest", "apply", "nonsense")] == ["suggest", "apply", "off", "off"]
 
@@ -141,21 +151,6 @@ def test_engine_settings_layering_and_fallbacks(tmp_path):
     (tmp_path / "pyproject.toml").write_text("[tool.frognano]\ntimout = 7\n")
     settings, problems = engine_settings(tmp_path, {"max_pairs": 9}, environ={})
     assert settings.max_pairs == 9 and "timout" in problems[0]
-
-
-def test_selection_of_affected_tests(tmp_path):
-    project = Project(tmp_path)
-    assert project._select({"pkg/a.py"}) == (None, set())  # nothing known yet: everything
-    project._complete = True
-    project._coverage = CoverageMap({
-        "tests/test_a.py::test_one": {"pkg/a.py": frozenset({3}), "tests/test_a.py": frozenset({5})},
-        "tests/test_b.py::test_two": {"pkg/b.py": frozenset({4}), "tests/test_b.py": frozenset({2})},
-    })
-    assert project._select({"pkg/a.py"}) == (["tests/test_a.py::test_one"], set())
-    assert project._select({"tests/test_b.py"}) == (["tests/test_b.py"], {"tests/test_b.py"})
-    assert project._select({"pkg/new.py"}) == (None, set())  # no test known to run it
-    assert project._select({"conftest.py"}) == (None, set())
-    assert project._select({"README.md"}) == ([], set())
 
 
 def test_runner_cancel_kills_the_run_in_flight(make_project):

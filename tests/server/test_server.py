@@ -94,6 +94,10 @@ async def test_fix_code_action_makes_the_tests_pass(example):
         actions = await code_actions(client, root / "calc/stats.py", 14, info)
         fix = actions[0]
         assert (fix.title, fix.kind, fix.is_preferred) == (title, types.CodeActionKind.QuickFix, True)
+        # Clients recognise the verified fix by this marker, not by its title.
+        assert fix.data == {"frognano": "verifiedFix", "source": "search", "files": ["calc/stats.py"],
+                            "editsTests": False}
+        assert all(a.data is None for a in actions[1:])
         (edit,) = fix.edit.document_changes
         assert edit.text_document.uri == uri(root / "calc/stats.py")
         assert edit.text_document.version == 1  # the open document's version

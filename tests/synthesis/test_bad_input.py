@@ -128,7 +128,7 @@ def test_red_and_green_repos_together(calc, tmp_path):
     assert summary.per_repo[str(calc.resolve())] == 1
     assert {t.repo for t in read_tasks(out)} == {str(calc.resolve())}
 
-    from frognano.cli_synth import synth_command
+    from frognano.cli.synth import synth_command
 
     result = CliRunner().invoke(synth_command, [str(red), str(calc), "-o", str(tmp_path / "u.jsonl"), "-n", "1"])
     assert result.exit_code == 0, result.output
@@ -137,7 +137,7 @@ def test_red_and_green_repos_together(calc, tmp_path):
 
 
 def test_cli_reports_order_dependent_tests(registry, tmp_path):
-    from frognano.cli_synth import synth_command
+    from frognano.cli.synth import synth_command
 
     result = CliRunner().invoke(synth_command, [str(registry), "-o", str(tmp_path / "t.jsonl"), "-n", "1"])
     assert result.exit_code == 0, result.output

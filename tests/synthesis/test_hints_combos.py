@@ -8,7 +8,7 @@ import random
 import pytest
 from click.testing import CliRunner
 
-from frognano.cli_synth import synth_command
+from frognano.cli.synth import synth_command
 from frognano.errors import UsageError
 from frognano.operators import Mutation
 from frognano.sandbox.runner import RunnerConfig, TestRunner

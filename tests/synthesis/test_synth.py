@@ -207,7 +207,7 @@ def test_surviving_mutant_is_rejected(tiny):
 # --- the command --------------------------------------------------------------------------------
 
 def test_cli_synth(calc, tmp_path):
-    from frognano.cli_synth import synth_command
+    from frognano.cli.synth import synth_command
 
     out = tmp_path / "t.jsonl"
     result = CliRunner().invoke(synth_command, [str(calc), "-o", str(out), "-n", "2", "--seed", "4"])
@@ -217,7 +217,7 @@ def test_cli_synth(calc, tmp_path):
 
 
 def test_cli_synth_errors_exit_2(tmp_path):
-    from frognano.cli_synth import synth_command
+    from frognano.cli.synth import synth_command
 
     red = tmp_path / "red"
     shutil.copytree(EXAMPLES / "calc", red, ignore=_IGNORE)

@@ -5,7 +5,7 @@
 // itself cannot run here): initialize with the `frognano` settings, open and save the buggy
 // file, wait for the failing test's Error diagnostic, ask for code actions on it, run
 // "Fix with FrogNano" (frognano.fix) when no verified fix is offered yet, wait for the
-// "FrogNano: ..." action, apply its versioned WorkspaceEdit to the files on disk the way
+// verified-fix action (data.frognano === "verifiedFix"), apply its versioned WorkspaceEdit to the files on disk the way
 // VS Code would (didOpen/didChange/didSave), and wait for the Error diagnostics to clear.
 //
 //   node test/protocol-flow.js PROJECT [--file REL] [--server EXE] [--timeout-diagnostics S]
@@ -410,8 +410,8 @@ function applyWorkspaceEdit(edit, deferSave = false) {
 
 // ---------------------------------------------------------------- the flow
 
-/** A verified fix: titled "FrogNano: ..." and carrying an edit (a command such as "Show the model episode (FrogNano)" is not). */
-const isVerifiedFix = (action) => typeof action?.title === 'string' && action.title.startsWith('FrogNano:') && !!action.edit;
+/** The verified fix: marked `data: {frognano: "verifiedFix"}` by the server (titles are prose) and carrying an edit. */
+const isVerifiedFix = (action) => action?.data?.frognano === 'verifiedFix' && !!action.edit;
 
 async function codeActions(uri, diagnostic, resolveProvider) {
   const actions = (await request('textDocument/codeAction', {
@@ -444,7 +444,7 @@ function nap(ms) {
 }
 
 /**
- * Ask for code actions on the (current) Error diagnostic until one titled "FrogNano: ..." shows up,
+ * Ask for code actions on the (current) Error diagnostic until the verified fix shows up,
  * as the lightbulb would: again after every server message, and at least once a second.
  */
 async function pollForFix(uri, currentError, resolveProvider, seconds) {
@@ -464,7 +464,7 @@ async function pollForFix(uri, currentError, resolveProvider, seconds) {
     }
     if (Date.now() > deadline) {
       const last = summary.statuses[summary.statuses.length - 1];
-      fail(`timed out after ${seconds}s waiting for a code action titled "FrogNano: ..." (offered: ${JSON.stringify(summary.actionsOffered)}; last frognano/status: ${JSON.stringify(last ?? null)}; diagnostics: ${JSON.stringify(diagnosticCounts())})`);
+      fail(`timed out after ${seconds}s waiting for a code action marked verifiedFix (offered: ${JSON.stringify(summary.actionsOffered)}; last frognano/status: ${JSON.stringify(last ?? null)}; diagnostics: ${JSON.stringify(diagnosticCounts())})`);
     }
     await nap(1000);
   }
@@ -566,7 +566,7 @@ async function main() {
   if (!fix.applied) {
     const result = applyWorkspaceEdit(fix.edit);
     if (!result.applied) fail(`cannot apply "${fix.title}": ${result.failureReason}`);
-    summary.fix = { title: fix.title, appliedBy: 'code action edit', isPreferred: !!fix.isPreferred, ...result };
+    summary.fix = { title: fix.title, data: fix.data, appliedBy: 'code action edit', isPreferred: !!fix.isPreferred, ...result };
   }
   summary.timings.applied = elapsed();
   return finish();

@@ -7,7 +7,8 @@ local M = {}
 
 local NAME = "frognano"
 local AUTOFIX_MODES = { "off", "suggest", "apply" }
-local VERIFIED_PREFIX = "FrogNano:"
+--- The server marks its verified fix with `data.frognano == VERIFIED_FIX` (titles are prose).
+local VERIFIED_FIX = "verifiedFix"
 
 --- Defaults; `setup(opts)` deep-merges `opts` into a copy of these.
 M.defaults = {
@@ -125,14 +126,22 @@ local function exec(client, bufnr, command, actions)
   client:exec_cmd({ title = command, command = command, arguments = { uri } }, { bufnr = bufnr })
 end
 
---- The FrogNano client of `bufnr` (0 or nil: current) and the buffer number; warns when none.
-local function attached(bufnr)
+--- Call `fn(client, bufnr, actions)` with the FrogNano client of `bufnr` (0 or nil: current)
+--- and its code actions for the whole buffer; warns when no client is attached.
+local function with_actions(bufnr, fn)
   bufnr = resolve(bufnr)
   local client = M.client(bufnr)
   if not client then
-    notify("not attached to this buffer", vim.log.levels.WARN)
+    return notify("not attached to this buffer", vim.log.levels.WARN)
   end
-  return client, bufnr
+  code_actions(client, bufnr, function(actions)
+    fn(client, bufnr, actions)
+  end)
+end
+
+--- Whether `action` is the server's verified fix (not "Fix with FrogNano", which searches).
+local function is_verified_fix(action)
+  return type(action.data) == "table" and action.data.frognano == VERIFIED_FIX
 end
 
 local function apply_action(client, bufnr, action)
@@ -146,39 +155,28 @@ end
 
 --- Apply the verified fix for `bufnr` when the server offers one, else ask it to search for one.
 function M.fix(bufnr)
-  local client
-  client, bufnr = attached(bufnr)
-  if not client then
-    return
-  end
-  code_actions(client, bufnr, function(actions)
+  with_actions(bufnr, function(client, buf, actions)
     for _, a in ipairs(actions) do
-      -- The verified fix carries an edit; other "FrogNano: ..." actions (show episode) a command.
-      if type(a.title) == "string" and vim.startswith(a.title, VERIFIED_PREFIX) and (a.edit or not a.command) then
+      if is_verified_fix(a) then
         if not a.edit and not a.command and client:supports_method("codeAction/resolve") then
           return client:request("codeAction/resolve", a, function(err, resolved)
             if err or not resolved then
               return notify("could not resolve the fix", vim.log.levels.ERROR)
             end
-            apply_action(client, bufnr, resolved)
-          end, bufnr)
+            apply_action(client, buf, resolved)
+          end, buf)
         end
-        return apply_action(client, bufnr, a)
+        return apply_action(client, buf, a)
       end
     end
-    exec(client, bufnr, "frognano.fix", actions)
+    exec(client, buf, "frognano.fix", actions)
   end)
 end
 
 --- Ask the server to run the tests for `bufnr`.
 function M.run_tests(bufnr)
-  local client
-  client, bufnr = attached(bufnr)
-  if not client then
-    return
-  end
-  code_actions(client, bufnr, function(actions)
-    exec(client, bufnr, "frognano.runTests", actions)
+  with_actions(bufnr, function(client, buf, actions)
+    exec(client, buf, "frognano.runTests", actions)
   end)
 end
 

@@ -8,7 +8,7 @@ import re
 import pytest
 from click.testing import CliRunner
 
-from frognano.cli_models import export_command, model_group
+from frognano.cli.models import export_command, model_group
 from frognano.errors import UsageError
 from frognano.runtime.base import Sampling, load_model
 from frognano.runtime.export import _safetensors_header, export, find_gguf_converter

@@ -42,24 +42,21 @@ from watchdog.events import (
 )
 from watchdog.observers import Observer
 
-from .config import Settings
-from .errors import EXIT_OK, EXIT_USAGE, ApplyError, FrogNanoError, UsageError
+from ..config import Settings
+from ..errors import EXIT_OK, EXIT_USAGE, ApplyError, FrogNanoError, UsageError
+from ..repair.apply import apply_patch
+from ..repair.engine import Diagnosis, Engine, FixReport, NothingToTest, collect_error
+from ..repair.incremental import TREE, Selection, Session, Update, affects_tests
+from ..repair.patch import Patch
+from ..sandbox.results import RunResult
+from ..sandbox.workspace import IGNORED_DIRS, Workspace, read_source
 from .render import FixRenderer
-from .repair.engine import Diagnosis, Engine, FixReport
-from .repair.apply import apply_patch
-from .repair.patch import Patch
-from .sandbox.results import RunResult
-from .sandbox.spectra import is_test_file
-from .sandbox.workspace import IGNORED_DIRS, Workspace, read_source
 
 log = logging.getLogger(__name__)
 
-# Besides *.py, the files whose change can change what pytest collects or how it runs.
-CONFIG_FILES = frozenset({"pyproject.toml", "conftest.py", "pytest.ini", "setup.cfg", "tox.ini"})
 # Opened/closed/attribute events come by the thousand (our own sync reads every file): not changes.
 _EVENTS = [FileCreatedEvent, FileModifiedEvent, FileDeletedEvent, FileMovedEvent,
            DirCreatedEvent, DirDeletedEvent, DirMovedEvent]
-_TREE = "/"  # suffix of a directory that was removed or added: run everything
 
 Signature = tuple[int, int] | None  # (size, mtime_ns) of a file, None when it does not exist
 
@@ -123,6 +120,7 @@ class _Watcher(FileSystemEventHandler):
         self.display = _display(ws.root)
         self.progress = _Progress(console)
         self.engine: Engine | None = None
+        self.session: Session | None = None
         self.diagnosis: Diagnosis | None = None  # the last good state of the whole suite
         self._bannered = False
         self._last_report: tuple | None = None
@@ -151,6 +149,7 @@ class _Watcher(FileSystemEventHandler):
             if opened:
                 self.ws.open()
             self.engine = Engine(self.ws, self.settings, progress=self.progress)
+            self.session = Session(self.engine)
             self._start_observer()
             forward.start()
             changed: set[str] | None = None  # None: run the whole suite
@@ -245,45 +244,48 @@ class _Watcher(FileSystemEventHandler):
         """Run the tests ``changed`` affects.  A save during the run kills it (its results would
         describe files that no longer exist): then the changed files go back to the queue, so
         the next run covers them too, and ``_Overtaken`` is raised."""
-        assert self.engine is not None
-        nodeids, why = self._select(changed)
+        assert self.engine is not None and self.session is not None
+        selection = self.session.select(changed)
         started = time.monotonic()
-        runner = self.engine.runner
-        runner.cancel = cancel
         try:
-            if nodeids is None:
-                try:
-                    diagnosis = self.engine.diagnose()
-                finally:  # what the shadow now holds, even when the run failed to collect
-                    self._known = {rel: (e.size, e.mtime_ns) for rel, e in self.ws.entries.items()}
-                run = diagnosis.run
-            else:
-                diagnosis, run = self.engine.diagnose_affected(self.diagnosis, nodeids)
-            if run.cancelled or diagnosis.run.cancelled:
-                raise _Overtaken
+            with self.engine.cancelling(cancel):
+                update = self._update(selection, cancel)
         except (FrogNanoError, _Overtaken) as exc:
             if cancel.is_set():
                 self._requeue(changed)
                 if not self.halt.is_set():
-                    self.console.print(f"{_clock()} [dim]· run stopped by a newer change ({escape(why)})[/]",
-                                       soft_wrap=True)
+                    self.console.print(f"{_clock()} [dim]· run stopped by a newer change "
+                                       f"({escape(selection.reason)})[/]", soft_wrap=True)
                 raise _Overtaken from None
             if isinstance(exc, _Overtaken):
                 raise
-            if changed is None and isinstance(exc, UsageError):  # the first run: nothing to watch
+            if changed is None and isinstance(exc, (NothingToTest, UsageError)):  # nothing to watch
                 raise _Fatal(exc) from exc
             # A syntax error while the user types: say so and wait for the next save.
             self._banner()
-            self.diagnosis = None  # the next run is a whole one
-            self.console.print(f"{_clock()} [bold red]✗ {escape(str(exc))}[/] [dim]· {escape(why)}[/]",
-                               soft_wrap=True)
+            self.diagnosis = None
+            self.session.forget()  # the next run is a whole one
+            self.console.print(f"{_clock()} [bold red]✗ {escape(str(exc))}[/] "
+                               f"[dim]· {escape(selection.reason)}[/]", soft_wrap=True)
             return None
-        finally:
-            runner.cancel = None
         self._banner()
-        self.diagnosis = diagnosis
-        self._status(run, diagnosis, time.monotonic() - started, why)
-        return diagnosis, run
+        self.diagnosis = update.diagnosis
+        self._status(update.ran, update.diagnosis, time.monotonic() - started, update.selection.reason)
+        return update.diagnosis, update.ran
+
+    def _update(self, selection: Selection, cancel: threading.Event) -> Update:
+        assert self.engine is not None and self.session is not None
+        try:
+            self.engine.sync()
+            update = self.session.run(selection, cancel)
+        finally:
+            if selection.everything:  # what the shadow now holds, even when the run failed
+                self._known = {rel: (e.size, e.mtime_ns) for rel, e in self.ws.entries.items()}
+        if update.cancelled:
+            raise _Overtaken
+        if update.ran.collect_errors:  # a module that does not import: no diagnosis to fix from
+            raise collect_error(self.ws.root, update.ran)
+        return update
 
     def _requeue(self, changed: set[str] | None) -> None:
         """Changes whose run was stopped count as not run yet (a whole run stays owed while
@@ -299,26 +301,6 @@ class _Watcher(FileSystemEventHandler):
             self._bannered = True
             what = "verified fixes are applied" if self.apply else "fixes are shown, not applied"
             self.console.print(f"[bold]watching[/] {escape(self.display)} [dim]({what}; Ctrl-C stops)[/]")
-
-    def _select(self, changed: set[str] | None) -> tuple[list[str] | None, str]:
-        """The tests to run for ``changed`` (None: the whole suite) and why, for the status line."""
-        if changed is None or self.diagnosis is None:
-            return None, "all tests" + (f" ({_names(changed)} changed)" if changed else "")
-        everything = (None, f"all tests ({_names(changed)} changed)")
-        if not self.diagnosis.coverage:
-            return everything
-        wanted: set[str] = set()
-        for rel in changed:
-            name = rel.rsplit("/", 1)[-1]
-            if rel.endswith(_TREE) or name in CONFIG_FILES or is_test_file(rel) \
-                    or not os.path.exists(os.path.join(self.root, rel)):
-                return everything
-            covering = self.diagnosis.coverage.tests_covering(rel)
-            if not covering:  # new, or only run at import time: any test may depend on it
-                return everything
-            wanted |= covering
-        nodeids = [n for n in self.diagnosis.run.tests if n in wanted]
-        return nodeids, f"{len(nodeids)} test{'s' * (len(nodeids) != 1)} affected by {_names(changed)}"
 
     def _status(self, run: RunResult, diagnosis: Diagnosis, seconds: float, why: str) -> None:
         failed, passed = len(run.failing), len(run.passing)
@@ -379,7 +361,7 @@ class _Watcher(FileSystemEventHandler):
                 self._arrived.clear()
             changed = set()
             for rel in paths:
-                if rel.endswith(_TREE):
+                if rel.endswith(TREE):
                     changed.add(rel)
                     continue
                 sig = _signature(os.path.join(self.root, rel))
@@ -453,9 +435,9 @@ class _Watcher(FileSystemEventHandler):
                 # Files inside a new folder report themselves, except those that were there
                 # before its watch (a folder moved in): then any of them may matter.
                 if not arriving or (top and self._has_sources(rel)):
-                    found.append(rel.replace(os.sep, "/") + _TREE)
+                    found.append(rel.replace(os.sep, "/") + TREE)
                 continue
-            if not (name.endswith(".py") or name in CONFIG_FILES) or name.startswith(".#"):
+            if not affects_tests(rel) or name.startswith(".#"):
                 continue  # this also skips editor swap and backup files: .x.py.swp, x.py~, .#x.py
             rel = rel.replace(os.sep, "/")
             if self._known.get(rel, ...) == _signature(path):
@@ -469,7 +451,7 @@ class _Watcher(FileSystemEventHandler):
         for dirpath, dirnames, filenames in os.walk(os.path.join(self.root, rel)):
             here = os.path.relpath(dirpath, self.root)
             dirnames[:] = [d for d in dirnames if not self._ignored_dir(os.path.join(here, d), name=d)]
-            if any(f.endswith(".py") or f in CONFIG_FILES for f in filenames):
+            if any(affects_tests(f) for f in filenames):
                 return True
         return False
 
@@ -520,11 +502,6 @@ def _edited_since(root: Path, patch: Patch) -> list[str]:
         if now != e.before:
             edited.append(e.path)
     return edited
-
-
-def _names(changed: set[str]) -> str:
-    names = sorted(rel.rstrip("/") for rel in changed)
-    return names[0] if len(names) == 1 else f"{names[0]} and {len(names) - 1} more"
 
 
 def _clock() -> str:

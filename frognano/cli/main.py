@@ -13,8 +13,8 @@ from pathlib import Path
 
 import click
 
-from . import __version__
-from .errors import EXIT_USAGE, FrogNanoError
+from .. import __version__
+from ..errors import EXIT_USAGE, FrogNanoError
 
 log = logging.getLogger("frognano")
 
@@ -84,11 +84,11 @@ def fix(path: Path, keyword: str | None, apply_: bool, as_json: bool, timeout: f
     Exit codes: 0 fixed (or nothing to fix), 1 tests fail and no verified fix, 2 usage error.
     """
     _setup_logging(verbose)
-    from .config import load_settings
+    from ..config import load_settings
     from .render import FixRenderer, stderr_console
-    from .repair.engine import Engine
-    from .repair.apply import recover as recover_interrupted
-    from .sandbox.workspace import Workspace
+    from ..repair.engine import Engine
+    from ..repair.apply import recover as recover_interrupted
+    from ..sandbox.workspace import Workspace
 
     try:
         ws = Workspace(path)
@@ -96,7 +96,7 @@ def fix(path: Path, keyword: str | None, apply_: bool, as_json: bool, timeout: f
         settings = load_settings(ws.root, {"timeout": timeout, "model": model, "episodes": episodes,
                                            "constrain": False if no_constrain else None})
         if model:
-            from .runtime.base import parse_spec
+            from ..runtime.base import parse_spec
 
             parse_spec(model)
     except FrogNanoError as exc:
@@ -106,7 +106,7 @@ def fix(path: Path, keyword: str | None, apply_: bool, as_json: bool, timeout: f
     with ws, renderer.live(), Engine(ws, settings, progress=renderer) as engine:
         report = engine.fix(keyword)
     if apply_ and report.fix is not None:
-        from .repair.apply import apply_patch
+        from ..repair.apply import apply_patch
 
         try:
             record = apply_patch(ws.root, report.fix.patch)
@@ -128,7 +128,7 @@ def fix(path: Path, keyword: str | None, apply_: bool, as_json: bool, timeout: f
 def undo(path: Path, force: bool) -> None:
     """Restore the files changed by the last `frognano fix --apply` in PATH."""
     _setup_logging(0)
-    from .repair.apply import undo_last
+    from ..repair.apply import undo_last
 
     try:
         result = undo_last(path, force=force)
@@ -150,7 +150,7 @@ def serve(verbose: int) -> None:
     # stdout is the protocol: logging must go to stderr only.
     logging.basicConfig(level=logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG,
                         stream=sys.stderr, format="frognano: %(levelname)s %(name)s: %(message)s", force=True)
-    from .server.app import run_stdio
+    from ..server.app import run_stdio
 
     run_stdio()
 
@@ -172,9 +172,9 @@ def watch(path: Path, model: str | None, apply_: bool, timeout: float | None, ve
     overwritten.  Ctrl-C stops.
     """
     _setup_logging(verbose)
-    from .config import load_settings
-    from .repair.apply import recover as recover_interrupted
-    from .sandbox.workspace import Workspace
+    from ..config import load_settings
+    from ..repair.apply import recover as recover_interrupted
+    from ..sandbox.workspace import Workspace
     from .watch import watch as run_watch
 
     try:
@@ -187,12 +187,12 @@ def watch(path: Path, model: str | None, apply_: bool, timeout: float | None, ve
     sys.exit(run_watch(ws, settings, apply=apply_))
 
 
-from .cli_models import export_command, model_group  # noqa: E402 - light: click only
+from .models import export_command, model_group  # noqa: E402 - light: click only
 
 main.add_command(model_group)
 main.add_command(export_command)
 
-from .cli_synth import synth_command  # noqa: E402 - light: click only
+from .synth import synth_command  # noqa: E402 - light: click only
 
 main.add_command(synth_command)
 

@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from frognano.cli.watch import watch
 from frognano.config import load_settings
 from frognano.paths import project_cache
 from frognano.sandbox.workspace import Workspace
-from frognano.watch import watch
 
 STATUS = re.compile(r"^\d\d:\d\d:\d\d [✓✗] ", re.M)
 DEBOUNCE = 0.1
@@ -160,10 +160,10 @@ def test_saves_run_the_affected_tests_and_noise_is_ignored(make_project):
         b.write_text("def inc(x):\n    return x + 1\n")
         assert "✓ 1 passed" in w.wait_status(4), w.text
 
-        # A changed test file, a new module or a broken one: every test runs.
+        # A changed test module runs whole (as in the server); a new module or a broken one: every test.
         test_b = project / "tests" / "test_b.py"
         test_b.write_text(test_b.read_text() + "\n\ndef test_more():\n    assert inc(0) == 1\n")
-        assert "✓ 4 passed" in w.wait_status(5) and "all tests (tests/test_b.py changed)" in w.statuses()[4]
+        assert "✓ 2 passed" in w.wait_status(5) and "1 test module affected by tests/test_b.py" in w.statuses()[4]
         (project / "pkg" / "c.py").write_text("X = 1\n")
         assert "✓ 4 passed" in w.wait_status(6) and "all tests (pkg/c.py changed)" in w.statuses()[5]
         a.write_text("def double(x):\n    return x +\n")
@@ -217,7 +217,8 @@ def test_apply_writes_the_verified_fix_with_undo(example):
 def test_an_edit_made_while_the_fix_is_computed_is_never_overwritten(example, monkeypatch, when):
     """The user saves at the fix's last step, or after watch's own check, right before the
     write: either way the fix must not be written and the watch starts over."""
-    import frognano.watch
+    import frognano.cli.watch as watch_module
+
     from frognano.repair.verify import Verifier
 
     project = example("calc")
@@ -234,13 +235,13 @@ def test_an_edit_made_while_the_fix_is_computed_is_never_overwritten(example, mo
 
         monkeypatch.setattr(Verifier, "confirm", held_confirm)
     else:
-        apply_patch = frognano.watch.apply_patch
+        apply_patch = watch_module.apply_patch
 
         def racing_apply(root, patch, **kw):
             stats.write_text(mine)
             return apply_patch(root, patch, **kw)
 
-        monkeypatch.setattr(frognano.watch, "apply_patch", racing_apply)
+        monkeypatch.setattr(watch_module, "apply_patch", racing_apply)
     with Watching(project, apply=True) as w:
         if when == "while confirming":
             assert confirming.wait(60), w.text

@@ -1,6 +1,6 @@
 """``frognano model tiny`` and ``frognano export``: make a small random model, quantise a checkpoint.
 
-Registered on the main group by ``cli.py``; the machinery (tokenizers, mlx-lm, llama.cpp's
+Registered on the main group by ``main.py``; the machinery (tokenizers, mlx-lm, llama.cpp's
 converter) is imported inside each command, so ``frognano --help`` stays fast.
 """
 
@@ -12,11 +12,11 @@ from typing import NoReturn
 
 import click
 
-from .errors import FrogNanoError
+from ..errors import FrogNanoError
 
 
 def fail(exc: FrogNanoError) -> NoReturn:
-    """``error: <message>`` on stderr, exit with the error's code (as ``cli._fail`` does)."""
+    """``error: <message>`` on stderr, exit with the error's code (as ``main._fail`` does)."""
     from rich.markup import escape
 
     from .render import stderr_console
@@ -50,7 +50,7 @@ def tiny(out: Path, fmt: str, seed: int) -> None:
     The folder loads with mlx_lm.load and transformers' from_pretrained, and as
     --model mlx:OUT or --model torch:OUT.  Nothing is downloaded.
     """
-    from .runtime.tiny import TinyArgs, build_tiny
+    from ..runtime.tiny import TinyArgs, build_tiny
 
     try:
         path = build_tiny(out, fmt, seed=seed)  # type: ignore[arg-type]
@@ -70,7 +70,7 @@ def tiny(out: Path, fmt: str, seed: int) -> None:
 @click.argument("out", type=click.Path(path_type=Path))
 def export_command(checkpoint: Path, to: str, out: Path) -> None:
     """Export the model folder CHECKPOINT, quantised, to OUT; print its size and bits per weight."""
-    from .runtime.export import export
+    from ..runtime.export import export
 
     try:
         result = export(checkpoint, to, out)

@@ -1,6 +1,6 @@
 """``frognano synth REPO... -o TASKS -n N``: synthesise validated bug tasks (DESIGN §3, §5).
 
-Registered on the main group by ``cli.py``.  Progress goes to stderr (a rich bar), the summary
+Registered on the main group by ``main.py``.  Progress goes to stderr (a rich bar), the summary
 table to stdout; any error ends with one ``error: ...`` line and exit code 2.
 """
 
@@ -11,7 +11,23 @@ from pathlib import Path
 
 import click
 
-from .errors import EXIT_USAGE, FrogNanoError
+from ..errors import EXIT_USAGE, FrogNanoError
+
+
+class _Bars:
+    """The progress protocol (``frognano.progress``) as rich bars: one per phase (a repository),
+    each kept, filled, while the next one runs."""
+
+    def __init__(self, bars) -> None:  # a started rich.progress.Progress
+        self._bars = bars
+        self._task = None
+
+    def phase(self, title: str, total: int | None = None) -> None:
+        self._task = self._bars.add_task(title, total=total, note="")
+
+    def update(self, done: int, total: int | None = None, note: str = "") -> None:
+        if self._task is not None:
+            self._bars.update(self._task, completed=done, total=total, note=note[:60])
 
 
 def _error(message: str) -> None:
@@ -57,19 +73,14 @@ def synth_command(repos: tuple[Path, ...], out: Path, n: int, workers: int, seed
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
-    from .synthesis.synth import synthesize
+    from ..synthesis.synth import synthesize
 
     err = Console(stderr=True, highlight=False)
-    bars: dict[str, int] = {}
     try:
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), console=err, transient=True) as bar:
-            def progress(repo: str, have: int, wanted: int) -> None:
-                if repo not in bars:
-                    bars[repo] = bar.add_task(Path(repo).name, total=wanted)
-                bar.update(bars[repo], completed=min(have, wanted))
-
-            summary = synthesize(list(repos), out, n=n, seed=seed, workers=workers, progress=progress,
+                      TimeElapsedColumn(), TextColumn("[dim]{task.fields[note]}"),
+                      console=err, transient=True) as bars:
+            summary = synthesize(list(repos), out, n=n, seed=seed, workers=workers, progress=_Bars(bars),
                                  hint=hint, bugs=bugs, ray=ray)
     except FrogNanoError as exc:
         _error(str(exc))

@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.syntax import Syntax
 
-from .repair.engine import FixReport
+from ..repair.engine import FixReport
 
 
 @lru_cache(maxsize=1)
@@ -45,7 +45,7 @@ class FixRenderer:
             yield
         self._progress = None
 
-    # Progress protocol (frognano.repair.engine.Progress)
+    # the Progress protocol (frognano.progress.Progress)
     def phase(self, title: str, total: int | None = None) -> None:
         if self._progress is None:
             return
@@ -96,13 +96,15 @@ class FixRenderer:
             if s and s.best:
                 c.print("  closest candidates:")
                 for t in s.best:
-                    c.print(f"    {'; '.join(t.candidate.notes)} — fixes {len(t.result.fixed)} of "
+                    c.print(f"    {'; '.join(map(str, t.candidate.notes))} — fixes {len(t.result.fixed)} of "
                             f"{len(report.failing)}, breaks {len(t.result.broken)}", markup=False)
             return
         edits_tests = " [bold yellow](edits tests)[/]" if report.fix.edits_tests else ""
         c.print(f"\n[bold green]✓ Verified fix[/]{edits_tests} ({report.fix.source}, {tried})")
         for note in report.fix.notes:
-            c.print(f"  {note}", markup=False)
+            c.print(f"  [bold]{escape(f'{note.path}:{note.line}')}[/] {escape(note.description)}")
+        if report.fix.record is not None:
+            c.print(f"  {report.fix.record}", markup=False, soft_wrap=True)
         c.print(Syntax(report.fix.patch.diff(), "diff", theme="ansi_dark", background_color="default"))
         c.print(f"[green]Verified:[/] {report.fix.verified.describe()} (in a shadow copy)")
         if report.applied:

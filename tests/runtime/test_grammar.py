@@ -1,4 +1,4 @@
-"""Constrained decoding: with tools and constrain=True, a random model can only emit one valid call."""
+"""The tool-call grammar: with tools and constrain=True, a random model can only emit one valid call."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 from frognano.errors import UsageError
 from frognano.runtime.base import Sampling
-from frognano.runtime.constrain import TextStream, tool_call_schema
+from frognano.runtime.grammar import tool_call_schema, tool_call_text
 
 from .conftest import MESSAGES, TOOLS, parse_call
 
@@ -59,42 +59,7 @@ def test_bad_tool_schemas_are_usage_errors():
         tool_call_schema([])
 
 
-# -- TextStream: incremental text with stop strings ---------------------------------------------
-
-
-def chars(ids: list[int]) -> str:
-    """A toy decoder: ids are code points; 0xD800 stands for half a character."""
-    out = "".join(chr(i) for i in ids if i != 0xD800)
-    return out + "\ufffd" if ids and ids[-1] == 0xD800 else out
-
-
-def feed(stream: TextStream, text: str) -> list[str]:
-    return [stream.feed(ord(c)) for c in text]
-
-
-def test_stream_holds_back_a_possible_stop_string():
-    s = TextStream(chars, ["</end>"])
-    assert feed(s, "ab</e") == ["a", "b", "", "", ""]
-    assert feed(s, "x") == ["</ex"]  # not a stop after all: released
-    assert feed(s, "c</end>tail") == ["c"] + [""] * 10
-    assert s.stopped and s.text == "ab</exc"
-    assert s.finish() == ""
-
-
-def test_stream_releases_the_held_tail_at_the_end():
-    s = TextStream(chars, ["STOP"])
-    out = feed(s, "go ST")
-    assert "".join(out) == "go " and not s.stopped
-    assert s.finish() == "ST" and s.text == "go ST"
-
-
-def test_stream_waits_for_a_whole_character():
-    s = TextStream(chars)
-    assert s.feed(0xD800) == ""  # half a character: nothing yet
-    assert s.feed(ord("é")) == "é"
-    assert s.text == "é"
-
-
-def test_stream_first_of_several_stops_wins():
-    s = TextStream(chars, ["cd", "b"])
-    assert "".join(feed(s, "abcd")) == "a" and s.text == "a"
+def test_tool_call_text_is_what_the_grammar_allows():
+    text = tool_call_text("read", {"path": "é.py"})
+    assert text == '<tool_call>\n{"name": "read", "arguments": {"path": "é.py"}}\n</tool_call>'
+    assert parse_call(text) is not None

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import snapshot, write_project
+from ..conftest import snapshot, write_project
 
 EXAMPLES = ["calc", "inventory", "shapes"]
 

@@ -1,0 +1,238 @@
+"""Incremental test runs: the picture of a suite, kept current by re-running what a change affects.
+
+The two live faces, the language server and ``frognano watch``, both hold one ``Session`` per
+project and drive it the same way::
+
+    selection = session.select(changed)         # which tests the changed files affect
+    update = session.run(selection, cancel)     # run them, merge them into the picture
+
+so the same save re-runs the same tests in the editor and in the terminal.  The rules, in order
+(better slow than stale):
+
+* nothing known yet, or the last run could not collect: the whole suite;
+* a folder added or removed, a deleted file, or a file any test may depend on
+  (``SUITE_FILES``: conftest, pytest and packaging configuration): the whole suite;
+* other non-Python files: nothing (the picture stays as it is);
+* a test module (by name, or because known tests live in it): that module, whole;
+* any other Python file: the tests whose coverage ran it; when no test is known to run it (a new
+  module, code only run at import time), the whole suite.
+
+A partial run that cannot stand on its own (a selected test is gone, a module no longer
+imports) is redone as a whole-suite run.  Results and per-test coverage of the tests that did
+not run are kept: none of the files they ran changed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from dataclasses import dataclass, field
+
+from ..sandbox.results import RunResult, TestResult
+from ..sandbox.spectra import CoverageMap
+from .engine import Diagnosis, Engine, NothingToTest
+
+log = logging.getLogger(__name__)
+
+__all__ = ["SUITE_FILES", "NothingToTest", "Selection", "Session", "Update", "is_test_module"]
+
+# Files whose change can change what every test does, or which tests pytest collects.
+SUITE_FILES = frozenset({"conftest.py", "pyproject.toml", "setup.cfg", "setup.py", "pytest.ini",
+                         ".pytest.ini", "tox.ini"})
+TREE = "/"  # suffix of a changed path that is a folder (added, removed or moved)
+
+
+def is_test_module(rel: str) -> bool:
+    """A file pytest collects tests from by its default name patterns (``test_*.py``,
+    ``*_test.py``); modules collected under other names are known from earlier runs."""
+    name = rel.rsplit("/", 1)[-1]
+    return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
+
+
+def affects_tests(rel: str) -> bool:
+    """Whether a change of ``rel`` can change what the tests do (Python and suite files)."""
+    return rel.endswith((".py", TREE)) or rel.rsplit("/", 1)[-1] in SUITE_FILES
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What a change re-runs: node ids and whole test modules, or everything."""
+
+    nodeids: tuple[str, ...] | None  # None: the whole suite; (): nothing
+    modules: frozenset[str] = frozenset()  # test modules among ``nodeids`` that run whole
+    reason: str = ""  # for a status line: "all tests (conftest.py changed)"
+
+    @property
+    def everything(self) -> bool:
+        return self.nodeids is None
+
+    @property
+    def empty(self) -> bool:
+        return self.nodeids == ()
+
+    @classmethod
+    def all(cls, reason: str = "all tests") -> Selection:
+        return cls(None, frozenset(), reason)
+
+
+@dataclass
+class Update:
+    """One run, merged into the session's picture."""
+
+    selection: Selection
+    ran: RunResult  # this run alone (empty for an empty selection)
+    diagnosis: Diagnosis  # every known test: results, coverage, suspicious lines
+    notes: list[str] = field(default_factory=list)  # one-line warnings about the project
+
+    @property
+    def cancelled(self) -> bool:
+        return self.ran.cancelled
+
+
+class Session:
+    """One project's suite, kept current across changes; runs on the caller's thread.
+
+    The engine (shadow copy, warm runner) belongs to the caller, who syncs the shadow before
+    each run (with the editor's unsaved buffers overlaid, in the server).
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._results: dict[str, TestResult] = {}
+        self._coverage = CoverageMap()
+        self._last = RunResult()
+        self._complete = False  # the picture comes from a whole-suite run that collected
+
+    @property
+    def known(self) -> bool:
+        """Whether a whole-suite run that collected has been merged (selection is possible)."""
+        return self._complete and bool(self._coverage)
+
+    @property
+    def diagnosis(self) -> Diagnosis | None:
+        """The picture of the whole suite, or None before the first complete run."""
+        if not self._complete:
+            return None
+        run = self._merged(self._last)
+        return Diagnosis(run, self._coverage, self.engine.locate(run, self._coverage))
+
+    def forget(self) -> None:
+        """The next run is a whole one (the settings, and so the runner, changed)."""
+        self._complete = False
+
+    # -- selection ---------------------------------------------------------------------------
+    def select(self, changed: set[str] | None) -> Selection:
+        """The tests a change of ``changed`` (project-relative posix paths; a folder ends with
+        ``/``; None: unknown, everything) re-runs."""
+        if changed is None:
+            return Selection.all()
+        names = _names(changed) if changed else ""
+        everything = Selection.all(f"all tests ({names} changed)" if changed else "all tests")
+        if not self.known:
+            return everything
+        root = str(self.engine.ws.root)
+        known_files = {_nodeid_file(n) for n in self._results}
+        modules: set[str] = set()
+        ids: set[str] = set()
+        for rel in changed:
+            name = rel.rsplit("/", 1)[-1]
+            if rel.endswith(TREE) or name in SUITE_FILES:
+                return everything
+            if not rel.endswith(".py"):
+                continue
+            if not os.path.lexists(os.path.join(root, rel)):
+                return everything  # deleted: its importers fail, or its tests are gone
+            if is_test_module(rel) or rel in known_files:
+                modules.add(rel)
+                continue
+            covering = self._coverage.tests_covering(rel)
+            if not covering:  # new, or only run at import time: any test may depend on it
+                return everything
+            ids |= covering
+        chosen = sorted(modules) + sorted(n for n in ids if _nodeid_file(n) not in modules)
+        if not chosen:
+            return Selection((), frozenset(), f"no tests depend on {names}")
+        tests = len([n for n in ids if _nodeid_file(n) not in modules])
+        parts = ([f"{len(modules)} test module{'s' * (len(modules) != 1)}"] if modules else []) + \
+            ([f"{tests} test{'s' * (tests != 1)}"] if tests else [])
+        what = " and ".join(parts)
+        return Selection(tuple(chosen), frozenset(modules), f"{what} affected by {names}")
+
+    # -- running -----------------------------------------------------------------------------
+    def run(self, selection: Selection, cancel: threading.Event | None = None) -> Update:
+        """Run ``selection`` and merge it into the picture.
+
+        Raises ``NothingToTest`` when the project has no tests (or no Python files), and the
+        engine's named errors when pytest refuses its arguments.  A run whose collection failed
+        is returned (``ran.collect_errors``), not raised: the faces show where.  A cancelled
+        run changes nothing (``Update.cancelled``).
+        """
+        engine = self.engine
+        if selection.empty:  # only files no test depends on: the picture stays as it is
+            return self._update(selection, RunResult(exitstatus=0))
+        engine.progress.phase("running the tests" if selection.everything else "running the affected tests")
+        run = engine.run_tests(None if selection.everything else list(selection.nodeids), cancel=cancel)
+        if not selection.everything and not run.cancelled and _incomplete(run, selection):
+            log.info("partial run incomplete (exit %s); running the whole suite", run.exitstatus)
+            selection = Selection.all(selection.reason.replace("affected by", "after") or "all tests")
+            run = engine.run_tests(None, cancel=cancel)
+        if run.cancelled:
+            return Update(selection, run, _empty())  # nobody reads it: the run is stale
+        self._merge(run, selection)
+        if not self._results and not run.collect_errors:
+            engine.check(run)  # names it: pytest refused the arguments, or collected nothing
+            raise NothingToTest(f"no tests found in {engine.ws.root} (pytest collected nothing)")
+        return self._update(selection, run)
+
+    def adopt(self, diagnosis: Diagnosis) -> None:
+        """A whole-suite diagnosis made elsewhere (a fix job's baseline) becomes the picture."""
+        self._merge(diagnosis.run, Selection.all())
+
+    def _update(self, selection: Selection, run: RunResult) -> Update:
+        merged = self._merged(run)
+        diagnosis = Diagnosis(merged, self._coverage, self.engine.locate(merged, self._coverage))
+        return Update(selection, run, diagnosis, list(self.engine.notes))
+
+    def _merge(self, run: RunResult, selection: Selection) -> None:
+        fresh = CoverageMap.from_run(run).by_test
+        if selection.everything:
+            self._results = dict(run.tests)
+            self._coverage = CoverageMap(dict(fresh))
+        else:
+            # Tests of a module that ran whole and did not report are gone (deleted).
+            kept = {n: t for n, t in self._results.items() if _nodeid_file(n) not in selection.modules}
+            kept.update(run.tests)
+            self._results = kept
+            by_test = {n: c for n, c in self._coverage.by_test.items() if n in kept}
+            by_test.update(fresh)
+            self._coverage = CoverageMap(by_test)
+        self._last = run
+        self._complete = not run.collect_errors
+
+    def _merged(self, run: RunResult) -> RunResult:
+        """Every known test's latest result, with ``run``'s collection errors and timings."""
+        return RunResult(tests=dict(self._results), collect_errors=list(run.collect_errors),
+                         collected=list(self._results), exitstatus=run.exitstatus,
+                         duration=run.duration, warm=run.warm, log_tail=run.log_tail,
+                         leaks=list(run.leaks), denied=dict(run.denied), confinement=run.confinement,
+                         unconfined=run.unconfined)
+
+
+def _incomplete(run: RunResult, selection: Selection) -> bool:
+    """A partial run that does not describe what was asked: the whole suite must tell."""
+    return bool(run.collect_errors) or run.exitstatus == 4 or any(
+        n not in run.tests for n in selection.nodeids or () if "::" in n)
+
+
+def _empty() -> Diagnosis:
+    return Diagnosis(RunResult(), CoverageMap(), [])
+
+
+def _nodeid_file(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def _names(changed: set[str]) -> str:
+    names = sorted(rel.rstrip("/") for rel in changed)
+    return names[0] if len(names) == 1 else f"{names[0]} and {len(names) - 1} more"

@@ -1,0 +1,123 @@
+"""A test worker process seen from the controller: how it is started, watched and killed.
+
+The worker (``_worker/frognano_worker.py``) runs inside the project's interpreter; what it cannot
+do for itself lives here: a wall-clock watchdog that follows its results file and says when a test
+hangs (even in C code), and killing the whole run -- its process group and every descendant that
+left it -- so that no process outlives its run (DESIGN.md invariant 7).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+from ._worker import frognano_confine as confine
+
+WORKER_DIR = Path(__file__).with_name("_worker")
+POLL = 0.05  # seconds between looks at a run in flight
+
+
+def worker_env() -> dict[str, str]:
+    """The environment a worker starts in: ours, with the worker's folder importable."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(WORKER_DIR), env.get("PYTHONPATH")) if p)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def describe_exit(code: int | None) -> str:
+    if code is None:
+        return "did not exit"
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"killed by {signal.Signals(-code).name}"
+        return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+class Watch:
+    """Follows the results file while a run is in flight and says when it has hung."""
+
+    def __init__(self, path: Path, timeout: float, timeouts: dict[str, float], collect_timeout: float):
+        self.path = path
+        self.timeout = timeout
+        self.timeouts = timeouts
+        self.collect_timeout = collect_timeout
+        self.offset = 0
+        self.buffer = b""
+        self.current: str | None = None
+        self.since = time.monotonic()
+        self.killed = False  # set when the controller killed the run for hanging (or cancelled it)
+        self.cancel: threading.Event | None = None
+
+    def poll(self) -> None:
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self.offset)
+                chunk = fh.read()
+        except FileNotFoundError:
+            return
+        self.offset += len(chunk)
+        self.buffer += chunk
+        *lines, self.buffer = self.buffer.split(b"\n")
+        for line in lines:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            kind = rec.get("kind")
+            if kind == "start":
+                self.current, self.since = rec["nodeid"], time.monotonic()
+            elif kind in ("result", "collected"):
+                self.current, self.since = None, time.monotonic()
+
+    def overdue(self) -> bool:
+        if self.cancel is not None and self.cancel.is_set():
+            return True  # the caller gave up on this run: kill it like a hung one
+        self.poll()
+        if self.current is None:
+            limit = self.collect_timeout
+        else:
+            per_test = self.timeouts.get(self.current, self.timeout)
+            limit = per_test * 1.5 + 2.0  # the in-process alarm fires first; this is the backstop
+        return time.monotonic() - self.since > limit
+
+
+def killpg(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def kill_run(pid: int) -> None:
+    """Kill a live run: its descendants first (processes in new sessions escape its group; the
+    run's process is their subreaper, so they stay below it while it lives), then its group.
+
+    Only for a run not yet reaped, whose pid cannot have been reused.
+    """
+    killed: set[int] = set()
+    for _ in range(50):  # until a walk finds no one new (killed ones linger as zombies)
+        found = [p for p in confine.descendants(pid) if p not in killed]
+        if not found:
+            break
+        for child in found:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(child, signal.SIGKILL)
+        killed.update(found)
+    killpg(pid)
+
+
+def tail(path: Path, limit: int = 4000) -> str:
+    """The last ``limit`` bytes of a run's log, decoded; "" when it cannot be read."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - limit))
+            return fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""

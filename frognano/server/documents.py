@@ -1,0 +1,99 @@
+"""Document and workspace events: which project changed, and which tests that makes stale.
+
+Every change bumps its project's state counter (a fix computed for an older state is never
+offered); a save asks for the tests it affects (``diagnostics.request_tests``), chosen by the
+incremental session that watch mode shares (``repair/incremental.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from urllib.parse import unquote
+
+from lsprotocol import types
+
+from ..repair.incremental import affects_tests, is_test_module
+from . import configuration, convert, diagnostics
+from .state import FrogNanoServer
+
+log = logging.getLogger(__name__)
+
+
+def did_open(ls: FrogNanoServer, params: types.DidOpenTextDocumentParams) -> None:
+    found = ls.locate(params.text_document.uri)
+    if found is None:
+        log.debug("not in any project: %s", params.text_document.uri)
+        return
+    project, rel = found
+    ls.active = project
+    if not rel.endswith(".py"):
+        return
+    if params.text_document.text != ls.disk_text(project.path(rel)):
+        ls.dirty.add(params.text_document.uri)
+        project.state += 1
+    if is_test_module(rel):
+        diagnostics.request_tests(ls, project, {rel})
+
+
+def did_change(ls: FrogNanoServer, params: types.DidChangeTextDocumentParams) -> None:
+    uri = params.text_document.uri
+    found = ls.locate(uri)
+    if found is not None and found[1].endswith(".py"):  # tests see unsaved Python buffers only
+        ls.dirty.add(uri)
+        found[0].state += 1
+
+
+def did_save(ls: FrogNanoServer, params: types.DidSaveTextDocumentParams) -> None:
+    uri = params.text_document.uri
+    found = ls.locate(uri)
+    if found is None:
+        return
+    project, rel = found
+    ls.active = project
+    ls.dirty.discard(uri)
+    if not rel.endswith(".py"):
+        project.state += 1  # a data or config file: the tests see it only now that it is saved
+    # (a Python buffer was already what the tests saw: saving it changes nothing for them)
+    if rel.rsplit("/", 1)[-1] == "pyproject.toml":
+        ls.spawn(configuration.refresh(ls))
+    if affects_tests(rel):
+        diagnostics.request_tests(ls, project, {rel})
+    else:
+        log.debug("not a Python file, no tests to run: %s", rel)
+
+
+def did_close(ls: FrogNanoServer, params: types.DidCloseTextDocumentParams) -> None:
+    uri = params.text_document.uri
+    found = ls.locate(uri)
+    if found is not None and uri in ls.dirty:
+        found[0].state += 1  # unsaved changes are gone: the tests see the disk again
+    ls.dirty.discard(uri)
+
+
+def did_change_watched_files(ls: FrogNanoServer, params: types.DidChangeWatchedFilesParams) -> None:
+    for change in params.changes:
+        found = ls.locate(change.uri)
+        if found is None:
+            continue
+        project, rel = found
+        if unquote(change.uri) not in ls.workspace.text_documents:  # pygls keys them unquoted
+            project.state += 1  # changed outside the editor: fixes computed before are stale
+        if rel.rsplit("/", 1)[-1] == "pyproject.toml":
+            ls.spawn(configuration.refresh(ls))
+
+
+def did_change_folders(ls: FrogNanoServer, params: types.DidChangeWorkspaceFoldersParams) -> None:
+    event = params.event
+    for folder in event.removed or []:
+        path = convert.uri_to_path(folder.uri)
+        project = ls.projects.pop(Path(os.path.realpath(path)), None) if path else None
+        if project is not None:
+            project.close()
+            diagnostics.clear(ls, project)
+    for folder in event.added or []:
+        path = convert.uri_to_path(folder.uri)
+        if path is not None:
+            ls.add_project(path)
+    ls.spawn(configuration.refresh(ls))
