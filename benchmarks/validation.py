@@ -13,9 +13,15 @@ What it measures
                          reading only its exit code;
     ``frognano fresh``   ``TestRunner(RunnerConfig(warm=False))``: a new worker process per
                          candidate, structured per-test results;
-    ``frognano warm``    ``TestRunner(RunnerConfig(warm=True))``: the fork server, which imports
-                         pytest and the project's third-party dependencies once and forks a
-                         child per candidate.
+    ``frognano warm``    ``TestRunner(RunnerConfig(warm=True, swap=False))``: the fork server,
+                         which imports pytest and the project's third-party dependencies once
+                         and forks a child per candidate, which imports the project and collects
+                         the selected tests;
+    ``frognano warm+swap`` ``TestRunner(RunnerConfig(warm=True, swap=True))``, the default: a
+                         warm session imports the project and collects the suite once; each
+                         candidate forks it, swaps the edited function's code in and runs the
+                         already collected items (the script exits 1 if a candidate was not
+                         swapped, so the row measures the swap alone).
 
     ``seconds`` covers the candidate loop only.  One-time costs (copying the project, syncing
     the shadow, starting the fork server, one warm-up run of the unedited code) are shown
@@ -27,9 +33,12 @@ Projects
     (a) ``examples/calc``: pure Python, a comparison bug; start-up is mostly pytest itself.
     (b) a project generated into a temporary folder whose ``conftest.py`` imports numpy and
         pandas and builds a DataFrame in a fixture: the heavy-import case a warm server is for.
+    (c) a real library: more-itertools 10.5.0 from its sdist (downloaded, or ``--library-source``)
+        in its own venv with only pytest, a one-token bug in ``padded`` (``n - 1`` -> ``n``), the
+        candidates running ``tests/test_more.py::PaddedTest`` out of a 5,000-line test module.
 
-Target: ``frognano warm`` validates at least 5x as many candidates per second as ``pytest
-(fresh)`` on (b).  The script exits 1 if the modes disagree on which candidates pass (or with
+Targets: ``frognano warm`` at least 5x ``pytest (fresh)`` on (b); ``frognano warm+swap`` at least
+20x on (c) and at least 30 candidates/s on the examples.  The script exits 1 if the modes disagree on which candidates pass (or with
 what the candidate is known to do), so a fast but wrong runner never reports a good number.
 
     .venv/bin/python benchmarks/validation.py               # ~20 candidates per project
@@ -71,6 +80,7 @@ class Project:
     module: str  # relative path of the buggy module
     nodeids: list[str]  # failing test(s) plus the tests covering the module
     candidates: list[Candidate] = field(default_factory=list)
+    python: str = sys.executable  # the project's interpreter (a real library has its own venv)
 
 
 @dataclass
@@ -81,6 +91,7 @@ class Row:
     setup: float
     seconds: float
     outcomes: list[bool]
+    profile: dict[str, list[float]] = field(default_factory=dict)  # warm+swap: ms per phase
 
     @property
     def rate(self) -> float:
@@ -192,7 +203,35 @@ def data_project(parent: Path, n: int) -> Project:
     return Project("numpy+pandas", root, module, ["tests/test_clean.py"], candidates)
 
 
-# -- the three ways to validate -------------------------------------------------------------------
+LIBRARY = "more-itertools==10.5.0"
+# The issue's bug: padded(..., next_multiple=True) yields one item too many per group.
+LIBRARY_BUG = ("yield islice(iterable_with_repeat, n - 1)", "yield islice(iterable_with_repeat, n)")
+
+
+def library_project(parent: Path, n: int, source: Path | None) -> Project:
+    """more-itertools from its sdist (or ``source``, an unpacked copy), in its own venv with only
+    pytest, with a one-token bug in ``padded``; the candidates run ``PaddedTest``."""
+    from synthesis import fetch_library, make_venv  # benchmarks/synthesis.py: sdist + venv
+
+    scratch = parent / "library"
+    scratch.mkdir()
+    if source is None:
+        source = fetch_library(LIBRARY, scratch)
+    root = scratch / "more-itertools"
+    shutil.copytree(source, root, ignore=shutil.ignore_patterns(".venv", "__pycache__", ".pytest_cache", ".git"))
+    py = make_venv(scratch)
+    module = "more_itertools/more.py"
+    fixed = (root / module).read_text()
+    good, bad = LIBRARY_BUG
+    buggy = fixed.replace(good, bad, 1)
+    (root / module).write_text(buggy)
+    candidates = _one_token_edits(buggy, bad, good, [
+        "yield islice(iterable_with_repeat, n - 2)", "yield islice(iterable_with_repeat, n + 1)",
+        "yield islice(iterable_with_repeat, n * 1)", "yield islice(iterable_with_repeat, 1 - n)"], n)
+    return Project("more-itertools", root, module, ["tests/test_more.py::PaddedTest"], candidates, py)
+
+
+# -- the ways to validate ----------------------------------------------------------------------------
 
 def _pytest_env() -> dict[str, str]:
     env = dict(os.environ)
@@ -207,7 +246,7 @@ def run_pytest_fresh(project: Project, scratch: Path) -> Row:
     target = copy / project.module
     original = target.read_bytes()
     env = _pytest_env()
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *project.nodeids]
+    cmd = [project.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *project.nodeids]
 
     def once() -> bool:
         proc = subprocess.run(cmd, cwd=copy, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -228,22 +267,26 @@ def run_pytest_fresh(project: Project, scratch: Path) -> Row:
     return Row(project.name, "pytest (fresh)", len(outcomes), setup, time.perf_counter() - started, outcomes)
 
 
-def run_frognano(project: Project, warm: bool, phases: dict[str, list[float]] | None = None) -> Row:
+def run_frognano(project: Project, warm: bool, phases: dict[str, list[float]] | None = None,
+                 swap: bool = False) -> Row:
     from frognano.sandbox.runner import RunnerConfig, TestRunner
     from frognano.sandbox.workspace import Workspace
 
     started = time.perf_counter()
     with Workspace(project.root) as ws:
         ws.sync()
-        runner = TestRunner(ws, RunnerConfig(warm=warm))
+        runner = TestRunner(ws, RunnerConfig(warm=warm, swap=swap, python=project.python))
         try:
             first = runner.run(project.nodeids)  # the run that finds the failures; starts the server
             if warm and not runner.warm:
                 raise SystemExit(f"the warm server did not start: {runner.warm_reason}")
             if not first.failing:
                 raise SystemExit(f"{project.name}: the unedited project has no failing test")
+            if swap and runner.sessions != 1:
+                raise SystemExit(f"{project.name}: no warm session ({runner._session_failed})")
             setup = time.perf_counter() - started
             outcomes = []
+            profile: dict[str, list[float]] = {}
             started = time.perf_counter()
             for cand in project.candidates:
                 t0 = time.perf_counter()
@@ -254,6 +297,12 @@ def run_frognano(project: Project, warm: bool, phases: dict[str, list[float]] | 
                 t3 = time.perf_counter()
                 if not result.tests:
                     raise SystemExit(f"{project.name}: no test ran for {cand.label}")
+                if swap and result.swapped is None:
+                    raise SystemExit(f"{project.name}: {cand.label} was not swapped: {result.fallback}")
+                if swap:
+                    for phase, ms in result.timing.items():
+                        profile.setdefault(phase, []).append(ms)
+                    profile.setdefault("whole candidate (edit, run, revert)", []).append((t3 - t0) * 1000)
                 outcomes.append(result.ok)
                 if phases is not None:
                     phases["apply edit"].append(t1 - t0)
@@ -264,8 +313,8 @@ def run_frognano(project: Project, warm: bool, phases: dict[str, list[float]] | 
             elapsed = time.perf_counter() - started
         finally:
             runner.close()
-    mode = "frognano warm" if warm else "frognano fresh"
-    return Row(project.name, mode, len(outcomes), setup, elapsed, outcomes)
+    mode = "frognano warm+swap" if swap else "frognano warm" if warm else "frognano fresh"
+    return Row(project.name, mode, len(outcomes), setup, elapsed, outcomes, profile)
 
 
 # -- phase timing (warm mode) ---------------------------------------------------------------------
@@ -378,8 +427,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="candidates per project and mode, alternating fix / wrong edit (default 20)")
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: 4 candidates per project (overrides --candidates)")
-    parser.add_argument("--project", choices=["calc", "data", "all"], default="all",
-                        help="which project to measure (default all)")
+    parser.add_argument("--project", choices=["calc", "data", "library", "all"], default="all",
+                        help="which project to measure (default all: calc, data and the real library)")
+    parser.add_argument("--library-source", type=Path, metavar="DIR",
+                        help=f"an unpacked sdist of {LIBRARY} to use instead of downloading it")
     parser.add_argument("--phases", action="store_true",
                         help="also time the phases of the warm runs and print a cProfile of one "
                              "warm-child-equivalent pytest run on the numpy+pandas project")
@@ -398,12 +449,14 @@ def main(argv: list[str] | None = None) -> int:
             projects.append(calc_project(n))
         if args.project in ("data", "all"):
             projects.append(data_project(scratch, n))
+        if args.project in ("library", "all"):
+            projects.append(library_project(scratch, n, args.library_source))
 
         rows: list[Row] = []
         problems: list[str] = []
         phases: dict[str, dict[str, list[float]]] = {}
         for project in projects:
-            print(f"{project.name}: {n} candidates x 3 modes ...", file=sys.stderr, flush=True)
+            print(f"{project.name}: {n} candidates x 4 modes ...", file=sys.stderr, flush=True)
             mine = [run_pytest_fresh(project, scratch), run_frognano(project, warm=False)]
             if args.phases:
                 timing: dict[str, list[float]] = {k: [] for k in (
@@ -422,10 +475,19 @@ def main(argv: list[str] | None = None) -> int:
                 phases[project.name] = timing
             else:
                 mine.append(run_frognano(project, warm=True))
+            mine.append(run_frognano(project, warm=True, swap=True))
             problems += check(project, mine)
             rows += mine
 
         print_table(rows, time.perf_counter() - wall)
+        for row in rows:
+            if row.profile:
+                whole = statistics.median(row.profile.pop("whole candidate (edit, run, revert)"))
+                parts = {k: statistics.median(v) for k, v in row.profile.items()}
+                rest = whole - sum(parts.values())
+                print(f"\n{row.project}, {row.mode}: median ms per candidate, {whole:.1f} in all")
+                for label, ms in [*parts.items(), ("edit + revert, request, relay, results, exit", rest)]:
+                    print(f"  {label:<48} {ms:8.1f}")
         for name, timing in phases.items():
             print(f"\nwarm run phases, {name} (median ms per candidate):")
             for label, values in timing.items():

@@ -106,6 +106,7 @@ class Settings:
     fsize_mb: int = field(default=256, metadata={"help": "largest file a test may write, MiB"})
     python: str | None = field(default=None, metadata={"help": "interpreter for the tests (default: the project's .venv, else FrogNano's)"})
     warm: bool = field(default=True, metadata={"help": "reuse a warm fork server for test runs"})
+    swap: bool = field(default=True, metadata={"help": "with warm: import and collect once per source state, and run an edit of function bodies by swapping their code (anything else re-imports)"})
     max_locations: int = field(default=10, metadata={"help": "suspicious statements the search tries"})
     max_candidates: int = field(default=400, metadata={"help": "single-edit candidates validated at most"})
     max_pairs: int = field(default=150, metadata={"help": "two-edit candidates validated at most"})
@@ -137,7 +138,7 @@ class Settings:
         return RunnerConfig(
             python=self.python, test_args=list(self.test_args), timeout=self.timeout,
             collect_timeout=self.collect_timeout, memory_mb=self.memory_mb,
-            fsize_mb=self.fsize_mb, warm=self.warm, sandbox=self.sandbox,
+            fsize_mb=self.fsize_mb, warm=self.warm, swap=self.swap, sandbox=self.sandbox,
             sandbox_writable=list(self.sandbox_writable),
         )
 

@@ -245,10 +245,13 @@ class _Watcher(FileSystemEventHandler):
         describe files that no longer exist): then the changed files go back to the queue, so
         the next run covers them too, and ``_Overtaken`` is raised."""
         assert self.engine is not None and self.session is not None
-        selection = self.session.select(changed)
+        names = ", ".join(sorted(changed)) if changed else ""
+        selection = Selection.all(f"all tests ({names} changed)" if names else "all tests")  # until known
         started = time.monotonic()
         try:
             with self.engine.cancelling(cancel):
+                self.engine.sync()  # first: the selection diffs the changed files' new text
+                selection = self.session.select(changed)
                 update = self._update(selection, cancel)
         except (FrogNanoError, _Overtaken) as exc:
             if cancel.is_set():
@@ -276,7 +279,6 @@ class _Watcher(FileSystemEventHandler):
     def _update(self, selection: Selection, cancel: threading.Event) -> Update:
         assert self.engine is not None and self.session is not None
         try:
-            self.engine.sync()
             update = self.session.run(selection, cancel)
         finally:
             if selection.everything:  # what the shadow now holds, even when the run failed

@@ -14,8 +14,10 @@ so the same save re-runs the same tests in the editor and in the terminal.  The 
   (``SUITE_FILES``: conftest, pytest and packaging configuration): the whole suite;
 * other non-Python files: nothing (the picture stays as it is);
 * a test module (by name, or because known tests live in it): that module, whole;
-* any other Python file: the tests whose coverage ran it; when no test is known to run it (a new
-  module, code only run at import time), the whole suite.
+* any other Python file: the tests whose coverage ran the functions the change touched (the
+  whole file's tests for a module-level change, or when its earlier text is not known); when
+  no test is known to run it (a new module, code only run at import time), the whole suite.
+  Coverage of the tests that do not run again moves with the lines the change added.
 
 A partial run that cannot stand on its own (a selected test is gone, a module no longer
 imports) is redone as a whole-suite run.  Results and per-test coverage of the tests that did
@@ -32,6 +34,7 @@ from dataclasses import dataclass, field
 from ..sandbox.results import RunResult, TestResult
 from ..sandbox.spectra import CoverageMap
 from .engine import Diagnosis, Engine, NothingToTest
+from .verify import function_lines
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +65,7 @@ class Selection:
     nodeids: tuple[str, ...] | None  # None: the whole suite; (): nothing
     modules: frozenset[str] = frozenset()  # test modules among ``nodeids`` that run whole
     reason: str = ""  # for a status line: "all tests (conftest.py changed)"
+    texts: tuple[tuple[str, str], ...] = ()  # the changed source files' new text
 
     @property
     def everything(self) -> bool:
@@ -103,6 +107,7 @@ class Session:
         self._coverage = CoverageMap()
         self._last = RunResult()
         self._complete = False  # the picture comes from a whole-suite run that collected
+        self._texts: dict[str, str] = {}  # source files as the picture's tests last ran them
 
     @property
     def known(self) -> bool:
@@ -135,6 +140,7 @@ class Session:
         known_files = {_nodeid_file(n) for n in self._results}
         modules: set[str] = set()
         ids: set[str] = set()
+        texts: list[tuple[str, str]] = []
         for rel in changed:
             name = rel.rsplit("/", 1)[-1]
             if rel.endswith(TREE) or name in SUITE_FILES:
@@ -146,18 +152,33 @@ class Session:
             if is_test_module(rel) or rel in known_files:
                 modules.add(rel)
                 continue
-            covering = self._coverage.tests_covering(rel)
-            if not covering:  # new, or only run at import time: any test may depend on it
+            lines, text = self._touched(rel)
+            if text is not None:
+                texts.append((rel, text))
+            covering = self._coverage.tests_covering(rel, lines)
+            if not covering and lines is None:  # new, or only run at import time: any test may depend on it
                 return everything
             ids |= covering
         chosen = sorted(modules) + sorted(n for n in ids if _nodeid_file(n) not in modules)
         if not chosen:
-            return Selection((), frozenset(), f"no tests depend on {names}")
+            return Selection((), frozenset(), f"no tests depend on {names}", tuple(texts))
         tests = len([n for n in ids if _nodeid_file(n) not in modules])
         parts = ([f"{len(modules)} test module{'s' * (len(modules) != 1)}"] if modules else []) + \
             ([f"{tests} test{'s' * (tests != 1)}"] if tests else [])
         what = " and ".join(parts)
-        return Selection(tuple(chosen), frozenset(modules), f"{what} affected by {names}")
+        return Selection(tuple(chosen), frozenset(modules), f"{what} affected by {names}", tuple(texts))
+
+    def _touched(self, rel: str) -> tuple[set[int] | None, str | None]:
+        """The lines of ``rel`` (as the picture knows it) whose tests its change can affect
+        (None: all of them), and its new text."""
+        try:
+            text = self.engine.ws.read(rel)
+        except (OSError, UnicodeDecodeError, SyntaxError):
+            return None, None
+        before = self._texts.get(rel)
+        if before is None or before == text:
+            return None, text
+        return function_lines(before, text), text
 
     # -- running -----------------------------------------------------------------------------
     def run(self, selection: Selection, cancel: threading.Event | None = None) -> Update:
@@ -199,7 +220,13 @@ class Session:
         if selection.everything:
             self._results = dict(run.tests)
             self._coverage = CoverageMap(dict(fresh))
+            self._texts = self._sources()
         else:
+            for rel, text in selection.texts:
+                before = self._texts.get(rel)
+                if before is not None and before != text:
+                    self._move(rel, before, text, set(run.tests))
+            self._texts.update(selection.texts)
             # Tests of a module that ran whole and did not report are gone (deleted).
             kept = {n: t for n, t in self._results.items() if _nodeid_file(n) not in selection.modules}
             kept.update(run.tests)
@@ -210,6 +237,28 @@ class Session:
         self._last = run
         self._complete = not run.collect_errors
 
+    def _sources(self) -> dict[str, str]:
+        """The text of every source file the coverage names (what a later change is diffed with)."""
+        texts = {}
+        for rel in {path for files in self._coverage.by_test.values() for path in files}:
+            try:
+                texts[rel] = self.engine.ws.read(rel)
+            except (OSError, UnicodeDecodeError, SyntaxError):
+                continue
+        return texts
+
+    def _move(self, rel: str, before: str, after: str, rerun: set[str]) -> None:
+        """``rel`` changed from ``before`` to ``after``: the coverage records of the tests that
+        did not run again (they never ran the changed functions) follow its unchanged lines."""
+        moved = _line_map(before, after)
+        by_test = dict(self._coverage.by_test)
+        for nodeid, files in by_test.items():
+            lines = files.get(rel)
+            if nodeid in rerun or not lines:
+                continue
+            by_test[nodeid] = {**files, rel: frozenset(moved[ln] for ln in lines if ln in moved)}
+        self._coverage = CoverageMap(by_test)
+
     def _merged(self, run: RunResult) -> RunResult:
         """Every known test's latest result, with ``run``'s collection errors and timings."""
         return RunResult(tests=dict(self._results), collect_errors=list(run.collect_errors),
@@ -217,6 +266,14 @@ class Session:
                          duration=run.duration, warm=run.warm, log_tail=run.log_tail,
                          leaks=list(run.leaks), denied=dict(run.denied), confinement=run.confinement,
                          unconfined=run.unconfined)
+
+
+def _line_map(before: str, after: str) -> dict[int, int]:
+    """Line numbers of ``before`` -> ``after`` for the lines the change left as they were."""
+    import difflib
+
+    matcher = difflib.SequenceMatcher(None, before.splitlines(), after.splitlines(), autojunk=False)
+    return {i + 1 + k: j + 1 + k for i, j, n in matcher.get_matching_blocks() for k in range(n)}
 
 
 def _incomplete(run: RunResult, selection: Selection) -> bool:

@@ -53,6 +53,23 @@ def changed_lines(before: str, after: str) -> set[int]:
     return {ln for ln in lines if ln >= 1}
 
 
+def function_lines(before: str, after: str) -> set[int] | None:
+    """The lines of ``before`` whose tests an edit can affect: the whole of each function it
+    changes; None when it changes module-level code (every test of the file's code)."""
+    lines = changed_lines(before, after)
+    try:
+        smap = StatementMap(before)
+    except (SyntaxError, ValueError):
+        return None
+    spans = set(lines)
+    for ln in lines:
+        stmt = smap.statement(ln)
+        if stmt is None or stmt.function is None:
+            return None
+        spans |= set(smap.function_span(stmt.function))
+    return spans
+
+
 class Verifier:
     def __init__(self, ws: Workspace, runner: TestRunner, baseline: RunResult,
                  coverage: CoverageMap, *, timeout: float, factor: float,
@@ -82,19 +99,7 @@ class Verifier:
             return list(self.passing)
         selected: set[str] = set()
         for e in patch.edits:
-            lines = changed_lines(e.before, e.after)
-            try:
-                smap = StatementMap(e.before)
-            except (SyntaxError, ValueError):
-                smap = None
-            spans = set(lines)
-            for ln in lines:
-                stmt = smap.statement(ln) if smap else None
-                if stmt is None or stmt.function is None:
-                    spans = None  # module-level change: every test of this file's code
-                    break
-                spans |= set(smap.function_span(stmt.function))
-            selected |= self.coverage.tests_covering(e.path, spans)
+            selected |= self.coverage.tests_covering(e.path, function_lines(e.before, e.after))
         passing = set(self.passing)
         return [n for n in self.passing if n in selected and n in passing]
 

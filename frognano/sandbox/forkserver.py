@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 KILL_GRACE = 30.0  # seconds the fork server gets to report a run the watchdog killed
+EXIT_FALLBACK = 75  # a session's run that needs a re-import (frognano_session.EXIT_FALLBACK)
 
 
 class ServerLost(Exception):
@@ -51,6 +52,10 @@ class WarmServerClient:
         self._server: subprocess.Popen | None = None
         self._server_failed = not enabled
         self.warm_reason = "disabled" if not enabled else ""
+        self._session: int | None = None  # the warm session's pid
+        self._session_key: object = None  # the source state it collected (see _state_key)
+        self._session_failed = ""  # why this state cannot have a session (until it changes)
+        self.session_runs = self.session_fallbacks = self.sessions = 0
 
     @property
     def warm(self) -> bool:
@@ -85,6 +90,10 @@ class WarmServerClient:
             self._abandon_server("pre-importing dependencies imported the project's own modules: "
                                  + ", ".join(ready["offenders"][:5]))
             return
+        if ready.get("left_out"):
+            log.info("not pre-imported, since importing them imports the project's own modules "
+                     "(each run imports them itself): %s", "; ".join(
+                         f"{name} ({', '.join(mods)})" for name, mods in sorted(ready["left_out"].items())))
         if ready.get("installed"):
             log.info("an installed copy of the project was imported by its dependencies (%s); "
                      "each run forgets it", ", ".join(ready["installed"][:5]))
@@ -98,6 +107,7 @@ class WarmServerClient:
         self._server_failed, self.warm_reason = True, reason
 
     def _stop_server(self) -> None:
+        self._session = None  # it dies with the server
         server, self._server = self._server, None
         if server is None:
             return
@@ -156,4 +166,86 @@ class WarmServerClient:
             done = self._receive(None, watch, pid)
         finally:
             killpg(pid)  # whatever the tests spawned and left behind goes with the run
+        return watch.killed, done["returncode"]
+
+
+    # -- the warm session: collect once, swap per run ---------------------------------------
+    def _state_key(self) -> object:
+        """What a session's collection depends on beyond function bodies it can swap: the set of
+        Python files, and every other file's size and time (data, configuration)."""
+        entries = self.ws.entries
+        return (tuple(sorted(rel for rel in entries if rel.endswith(".py"))),
+                tuple(sorted((rel, e.size, e.mtime_ns) for rel, e in entries.items() if not rel.endswith(".py"))))
+
+    def _ensure_session(self, base: dict) -> bool:
+        """A session for the current source state (started when there is none); False when the
+        state cannot have one (collection errors, a conftest that exits, no tests)."""
+        key = self._state_key()
+        if self._session is not None and self._session_key == key:
+            return True
+        if self._session_failed and self._session_key == key:
+            return False
+        if self._session is not None:
+            self._end_session()
+        self._session_key, self._session_failed = key, ""
+        req = {**base, "nodeids": [], "results": str(self.dir / "session-results.jsonl"),
+               "log": str(self.dir / "session.txt"), "limits": {}, "coverage": False, "timeouts": {}}
+        Path(req["results"]).unlink(missing_ok=True)
+        started = time.monotonic()
+        ready: dict = {}
+        try:
+            self._send({"cmd": "session", "req": req})
+            self._session = self._receive(30.0)["session"]
+            ready = self._receive(self.config.collect_timeout)
+        except ServerLost as exc:
+            if self._session is not None and "no answer" in str(exc):
+                kill_run(self._session)  # a collection that hangs: the server then answers
+                with contextlib.suppress(ServerLost):
+                    ready = self._receive(KILL_GRACE)
+            else:
+                raise
+        if not ready.get("ready"):
+            self._session = None
+            self._session_failed = ready.get("reason") or (
+                f"{ready.get('errors', 0)} collection errors" if ready.get("errors") else "no tests collected")
+            log.info("no warm session for this state: %s", self._session_failed)
+            return False
+        self.sessions += 1
+        log.debug("warm session %s: %s items from %s modules collected in %.2f s", self._session,
+                  ready.get("items"), ready.get("modules"), time.monotonic() - started)
+        return True
+
+    def _end_session(self) -> None:
+        if self._session is None:
+            return
+        self._session = None
+        with contextlib.suppress(ServerLost):
+            self._send({"cmd": "end_session"})
+            self._receive(30.0)
+
+    def _run_session(self, req: dict, watch: Watch) -> tuple[bool, int | None] | None:
+        """Run ``req`` in the warm session; None when it must run the ordinary way (the edit
+        needs a re-import, or the session is gone)."""
+        if not self._ensure_session(req):
+            return None
+        self._send({"cmd": "srun", "req": req})
+        first = self._receive(30.0)
+        if first.get("lost"):
+            self._session = None
+            return None
+        pid = first["pid"]
+        try:
+            done = self._receive(None, watch, pid)
+        finally:
+            killpg(pid)
+        if done.get("lost"):
+            self._session = None
+            return None
+        if done["returncode"] == EXIT_FALLBACK and not watch.killed:
+            self.session_fallbacks += 1
+            if not self.ws.editing:  # the project itself changed beyond a swap: collect it again
+                self._end_session()
+                self._session_key = None
+            return None
+        self.session_runs += 1
         return watch.killed, done["returncode"]

@@ -82,6 +82,11 @@ class RunResult:
     confinement: str | None = None
     unconfined: str = ""
     denied: dict[str, str] = field(default_factory=dict)  # path the sandbox denied -> test ("" outside one)
+    # A warm session's run: how many functions it swapped in (None: the run imported the
+    # project itself); or why the session could not run it (it then ran the ordinary way).
+    swapped: int | None = None
+    fallback: str = ""
+    timing: dict[str, float] = field(default_factory=dict)  # a session run's phases, in ms
 
     @property
     def failing(self) -> list[str]:
@@ -125,6 +130,10 @@ class RunResult:
             self.confinement, self.unconfined = other.confinement, other.unconfined
         for path, test in other.denied.items():
             self.denied.setdefault(path, test)
+        if other.swapped is not None:
+            self.swapped = (self.swapped or 0) + other.swapped
+        self.fallback = other.fallback or self.fallback
+        self.timing = other.timing or self.timing
 
 
 def _shadow_pattern(shadow: str) -> re.Pattern[str] | None:
@@ -181,4 +190,10 @@ def parse_results(path: Path) -> tuple[RunResult, str | None]:
                 run.denied.setdefault(path, test)
         elif kind == "sandbox":
             run.confinement, run.unconfined = rec.get("confined", ""), rec.get("reason", "")
+        elif kind == "swapped":
+            run.swapped = int(rec.get("functions", 0))
+        elif kind == "fallback":
+            run.fallback = str(rec.get("reason", ""))
+        elif kind == "timing":
+            run.timing = {k: float(v) for k, v in rec.items() if k != "kind"}
     return run, running

@@ -55,6 +55,7 @@ class RunnerConfig:
     fsize_mb: int = 256  # largest file a test may write
     max_output: int = 4000  # characters of captured output kept per test
     warm: bool = True  # use the fork server when it can be used
+    swap: bool = True  # partial runs in the warm session: collected once, edits swapped in
     sandbox: str = "auto"  # confine test processes: auto | required | off (see frognano_confine)
     sandbox_writable: list[str] = field(default_factory=list)  # more paths the tests may write
 
@@ -289,9 +290,19 @@ class TestRunner(WarmServerClient):
         if not self._server_failed and self._server is None:
             self._start_server()
         self.runs += 1
+        fallback = ""
         if self._server is not None:
             try:
-                killed, code = self._run_warm(req, watch)
+                swapped = self._run_session(req, watch) if self._swappable(nodeids, args, options) else None
+                if swapped is not None:
+                    killed, code = swapped
+                else:
+                    fallback = parse_results(Path(req["results"]))[0].fallback
+                    Path(req["results"]).unlink(missing_ok=True)
+                    req = self._request(nodeids, args, options, timeouts)
+                    watch = Watch(Path(req["results"]), self.config.timeout, timeouts, self.config.collect_timeout)
+                    watch.cancel = cancel
+                    killed, code = self._run_warm(req, watch)
             except ServerLost as exc:
                 log.warning("warm test server lost (%s); using fresh processes", exc)
                 self._server, self._server_failed, self.warm_reason = None, True, str(exc)
@@ -301,6 +312,7 @@ class TestRunner(WarmServerClient):
         else:
             killed, code = self._run_fresh(req, watch)
         result, running = parse_results(Path(req["results"]))
+        result.fallback = result.fallback or fallback
         result.log_tail = tail(Path(req["log"]))
         result.relocate(req["root"], req["real_root"])  # messages name the project's files
         if result.leaks:
@@ -309,6 +321,12 @@ class TestRunner(WarmServerClient):
         Path(req["results"]).unlink(missing_ok=True)
         self._check_confinement(result)
         return result, running, killed, code
+
+    def _swappable(self, nodeids: Sequence[str] | None, args: Sequence[str], options: _Options) -> bool:
+        """Whether a run may use the warm session: a selection of collected tests, run as the
+        session collected them (no extra arguments, no reversed order, no audit of writes)."""
+        return bool(self.config.swap and nodeids and not args and not options.reverse
+                    and not options.name_denials)
 
     def _run_fresh(self, req: dict, watch: Watch) -> tuple[bool, int | None]:
         req_path = self.dir / "request.json"

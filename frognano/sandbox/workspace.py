@@ -165,6 +165,7 @@ class Workspace:
         # What each shadow file looked like when FrogNano last wrote it: a run of the code under
         # test can rewrite shadow files (a test module, say), and this is how that is noticed.
         self._sigs: dict[str, list[int] | None] = {}
+        self.editing = 0  # ``edited`` blocks in progress: the shadow holds a candidate's text
 
     # -- lifecycle ------------------------------------------------------------------------
     def __enter__(self) -> "Workspace":
@@ -305,6 +306,7 @@ class Workspace:
         """Temporarily replace files in the shadow with new text; always restored."""
         originals: dict[str, bytes | None] = {}
         self._mark_dirty(set(files))
+        self.editing += 1
         try:
             for rel, text in files.items():
                 path = self.check_editable(rel)
@@ -320,6 +322,7 @@ class Workspace:
                     path.write_bytes(data)
                 self._sigs[rel] = _signature(path)
             self._clear_dirty(set(files) - set(self._overlay))
+            self.editing -= 1
 
     def _clear_dirty(self, rels: set[str]) -> None:
         try:

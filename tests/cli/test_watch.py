@@ -202,8 +202,10 @@ def test_apply_writes_the_verified_fix_with_undo(example):
     original = stats.read_text()
     with Watching(project, apply=True) as w:
         w.wait_for("Applied to calc/stats.py")
-        # Our own write is a change like any other: the covering tests run again, green.
-        green = w.wait_for(lambda t: any("✓ 7 passed" in s for s in w.statuses()))
+        # Our own write is a change like any other: the tests of the changed function run
+        # again (is_adult's 3 of the 7 that cover calc/stats.py), green.
+        green = w.wait_for(lambda t: any("✓ 3 passed" in s and "3 tests affected by calc/stats.py" in s
+                                         for s in w.statuses()))
     assert w.code == 0
     assert "Undo with: frognano undo" in green
     assert "return age >= 18" in stats.read_text()
@@ -248,8 +250,9 @@ def test_an_edit_made_while_the_fix_is_computed_is_never_overwritten(example, mo
             stats.write_text(mine)
             saved.set()
         w.wait_for("skipped: calc/stats.py changed while the fix was computed")
-        # Then the watch starts over on the new state: the user's fix makes the tests pass.
-        w.wait_for(lambda t: any("✓ 7 passed" in s and "affected by calc/stats.py" in s
+        # Then the watch starts over on the new state: the user's fix makes the tests of the
+        # changed function (is_adult's 3) pass.
+        w.wait_for(lambda t: any("✓ 3 passed" in s and "3 tests affected by calc/stats.py" in s
                                  for s in w.statuses()))
     assert w.code == 0
     assert stats.read_text() == mine
@@ -280,7 +283,7 @@ def test_command_line_edit_during_search_then_ctrl_c(example, tmp_path):
 
         wait_for("searching for a fix")
         stats.write_text(mine)
-        wait_for("✓ 7 passed")
+        wait_for("✓ 3 passed")  # the tests of the changed function, is_adult
         os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C sends: the whole foreground group
         assert proc.wait(30) == 0
     finally:

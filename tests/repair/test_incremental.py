@@ -157,3 +157,25 @@ def test_server_and_watch_select_the_same_tests_for_the_same_saves(make_project)
     assert [reason for _, reason in in_watch] == expected, in_watch
     assert in_server == in_watch
     assert [n for n, _ in in_watch] == [2, 3, 1, 5, 5]
+
+
+def test_a_function_edit_reruns_that_functions_tests_and_moves_the_others_coverage(make_project):
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/m.py": "def f(x):\n    return x + 1\n\n\ndef g(x):\n    return x * 2\n",
+        "tests/test_m.py": "from pkg.m import f, g\n\ndef test_f():\n    assert f(1) == 2\n\n"
+                           "def test_g():\n    assert g(2) == 4\n",
+    }
+    root = make_project(files)
+    with Workspace(root) as ws, Engine(ws, Settings()) as engine:
+        session = Session(engine)
+        engine.sync()
+        session.run(Selection.all())
+        (root / "pkg" / "m.py").write_text("def f(x):\n    y = x\n    return y + 1\n\n\ndef g(x):\n    return x * 2\n")
+        engine.sync()
+        selection = session.select({"pkg/m.py"})
+        assert selection.nodeids == ("tests/test_m.py::test_f",), selection
+        session.run(selection)
+        moved = session.diagnosis.coverage.by_test["tests/test_m.py::test_g"]["pkg/m.py"]
+        fresh = session.run(Selection.all()).diagnosis.coverage.by_test["tests/test_m.py::test_g"]["pkg/m.py"]
+    assert moved == fresh == frozenset({7})  # g's body line, one lower: as a fresh run records it

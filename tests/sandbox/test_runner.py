@@ -1,5 +1,6 @@
 """The test runner, warm and fresh: structured results, limits, crashes, and never stale code."""
 
+import logging
 import sys
 
 import pytest
@@ -172,10 +173,19 @@ def test_a_run_selects_node_ids_and_passes_arguments(workspace):
     assert list(by_k.tests) == ["tests/test_core.py::test_factor"]
 
 
-def test_fresh_fallback_when_dependencies_import_the_project(make_project, monkeypatch):
-    # A "third-party" module that imports the project: a forked child would see stale code,
-    # so the runner must refuse to run warm.
-    site = make_project({"sneaky.py": "import pkg.core\n"}, name="site")
+def test_a_dependency_that_imports_the_project_is_left_out_and_the_rest_stays_warm(make_project, monkeypatch,
+                                                                                    caplog):
+    # A "third-party" module that imports the project (a plugin of it, a tool in a development
+    # venv): pre-imported, a forked child would see the real project's code, not the shadow's.
+    # Only that module is left out of the pre-import; the server stays warm.
+    # Both kinds: a dependency the tests import, and a pytest plugin (a pytest11 entry point,
+    # loaded by every pytest run) that imports the project.
+    site = make_project({
+        "sneaky.py": "import pkg.core\n",
+        "projplugin.py": "import pkg.helpers\n\ndef pytest_report_header(config):\n    return 'projplugin'\n",
+        "projplugin-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: projplugin\nVersion: 1.0\n",
+        "projplugin-1.0.dist-info/entry_points.txt": "[pytest11]\nprojplugin = projplugin\n",
+    }, name="site")
     files = dict(STALE_PROJECT)
     files["tests/test_sneaky.py"] = "import sneaky\n\ndef test_s():\n    pass\n"
     root = make_project(files)
@@ -183,11 +193,15 @@ def test_fresh_fallback_when_dependencies_import_the_project(make_project, monke
     monkeypatch.setenv("PYTHONPATH", f"{site}:{root}")
     with Workspace(root) as ws:
         ws.sync()
-        with TestRunner(ws) as runner:
+        with TestRunner(ws) as runner, caplog.at_level(logging.INFO, logger="frognano.sandbox.forkserver"):
             run = runner.run()
-            assert not runner.warm
-            assert "project's own modules" in runner.warm_reason
+            assert runner.warm, runner.warm_reason
+            assert "sneaky (pkg, pkg.core)" in caplog.text and "projplugin (pkg, pkg.helpers)" in caplog.text
+            with ws.edited(FIX):  # the shadow's code is what the tests run, warm and swapped
+                fixed = runner.run(["tests/test_core.py::test_adult", "tests/test_sneaky.py::test_s"])
     assert run.tests["tests/test_sneaky.py::test_s"].outcome == "passed"
+    assert run.tests["tests/test_core.py::test_adult"].outcome == "failed"
+    assert fixed.tests["tests/test_core.py::test_adult"].outcome == "passed" and not fixed.leaks
 
 
 def test_missing_interpreter_is_a_usage_error(workspace):

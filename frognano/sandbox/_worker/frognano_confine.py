@@ -360,8 +360,17 @@ def _descendants_by_scan(pid: int) -> list[int]:
     return found
 
 
-def reap() -> None:
-    """Collect every child of this process that has exited (never blocks)."""
+def reap(spare: int | None = None) -> None:
+    """Collect every child of this process that has exited (never blocks); ``spare`` is left to
+    whoever waits for it."""
+    if spare is not None:
+        for pid in descendants(os.getpid()):
+            if pid != spare:
+                try:
+                    os.waitpid(pid, os.WNOHANG)
+                except ChildProcessError:  # a grandchild: not ours to reap
+                    pass
+        return
     while True:
         try:
             done, _ = os.waitpid(-1, os.WNOHANG)
@@ -371,17 +380,21 @@ def reap() -> None:
             return
 
 
-def kill_descendants(seconds: float = 5.0) -> None:
+def kill_descendants(seconds: float = 5.0, spare: int | None = None) -> None:
     """SIGKILL every descendant of this process and reap them (call it as a subreaper).
 
     Killing a process reparents its children to the nearest subreaper (this process), so the
     sweep repeats until nothing is left, or ``seconds`` pass (an unkillable process in D state).
+    ``spare``: a child that lives on with its own descendants (the fork server's warm session).
     """
     me = os.getpid()
     deadline = time.monotonic() + seconds
     while True:
-        reap()
+        reap(spare)
         found = descendants(me)
+        if spare is not None and spare in found:
+            kept = {spare, *descendants(spare)}
+            found = [pid for pid in found if pid not in kept]
         if not found or time.monotonic() > deadline:
             return
         for pid in found:

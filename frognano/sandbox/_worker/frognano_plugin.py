@@ -175,6 +175,18 @@ class FrogNanoPlugin:
         output=None,  # noqa: ANN001 - a frognano_output.BoundedOutput, or None: pytest's capture
     ) -> None:
         self.root = os.path.realpath(root)
+        self.reverse = reverse
+        self.retarget(out_path, timeout=timeout, timeouts=timeouts, coverage=coverage,
+                      stop_on_timeout=stop_on_timeout, max_output=max_output, output=output)
+        self._phase: dict[str, dict] = {}
+        self._timed_out = False
+        self._conftests: dict[str, tuple[str, str]] = {}  # collector nodeid -> its failed conftest
+
+    def retarget(self, out_path: str, *, timeout: float | None = None, timeouts: dict[str, float] | None = None,
+                 coverage: bool | str = False, stop_on_timeout: bool = False, max_output: int = 4000,
+                 output=None) -> None:  # noqa: ANN001
+        """Where and how this plugin reports from now on (a warm session's run reuses the
+        plugin the session registered: registering a new one costs more than the tests)."""
         self.output = output
         self.out = open(out_path, "a", encoding="utf-8")  # noqa: SIM115 - lives for the run
         self.timeout = timeout
@@ -182,12 +194,8 @@ class FrogNanoPlugin:
         # coverage: False, True or "lines" (LineTracer), "functions" (FunctionTracer).
         tracer = FunctionTracer if coverage == "functions" else LineTracer
         self.tracer = tracer(self.root) if coverage else None
-        self.reverse = reverse
         self.stop_on_timeout = stop_on_timeout
         self.max_output = max_output
-        self._phase: dict[str, dict] = {}
-        self._timed_out = False
-        self._conftests: dict[str, tuple[str, str]] = {}  # collector nodeid -> its failed conftest
 
     # -- output ---------------------------------------------------------------------------
     def emit(self, kind: str, **fields) -> None:

@@ -63,13 +63,17 @@ def _set_limit(which: int, value: int) -> None:
         resource.setrlimit(which, (value, hard))
 
 
-def apply_limits(limits: dict) -> None:
-    """Memory (address space above what is already mapped), CPU seconds, file size, no cores."""
+def apply_limits(limits: dict, mapped: int | None = None) -> None:
+    """Memory (address space above what is already mapped), CPU seconds, file size, no cores.
+
+    ``mapped``: the size already mapped, when the caller knows it (a forked run has its
+    parent's: reading /proc/self/status again would cost a millisecond a run)."""
     memory_mb = limits.get("memory_mb")
     if memory_mb:
         # Above the current size: a warm server that imported numpy or torch has already
         # mapped hundreds of MiB, which must not count against the test's own budget.
-        _set_limit(resource.RLIMIT_AS, (_vm_size_bytes() or 0) + int(memory_mb) * 1024 * 1024)
+        base = mapped if mapped is not None else (_vm_size_bytes() or 0)
+        _set_limit(resource.RLIMIT_AS, base + int(memory_mb) * 1024 * 1024)
     if limits.get("cpu_seconds"):
         _set_limit(resource.RLIMIT_CPU, int(limits["cpu_seconds"]))
     if limits.get("fsize_mb"):
@@ -122,16 +126,26 @@ def confine_run(req: dict) -> bool:
         if how and box.get("name_denials"):
             frognano_confine.watch_denials(writable)
     refused = mode == "required" and not how
+    _CONFINEMENT.update({"kind": "sandbox", "confined": how, "reason": why, "refused": refused})
     with open(req["results"], "a", encoding="utf-8") as fh:
-        fh.write(json.dumps({"kind": "sandbox", "confined": how, "reason": why, "refused": refused}) + "\n")
+        fh.write(json.dumps(_CONFINEMENT) + "\n")
     return not refused
 
 
-def run_request(req: dict) -> int:
-    """Run pytest once for ``req`` in this process; results stream to req['results']."""
+_CONFINEMENT: dict = {}  # this process's confinement, as its "sandbox" record
+
+
+def confinement_record() -> dict:
+    """The "sandbox" record of this process (a warm session's runs inherit its confinement)."""
+    return dict(_CONFINEMENT)
+
+
+def prepare_run(req: dict):  # noqa: ANN201 - (args, plugin, output), or None: must not run
+    """Everything before ``pytest.main``: limits, confinement, the shadow on sys.path, the
+    plugin, the bounded output and pytest's arguments."""
     apply_limits(req.get("limits", {}))
     if not confine_run(req):
-        return EXIT_UNCONFINED
+        return None
     shadow = req["root"]
     os.chdir(shadow)
     sys.dont_write_bytecode = True
@@ -139,7 +153,6 @@ def run_request(req: dict) -> int:
     sys.path[:0] = _import_paths(req.get("real_root", shadow), shadow, req.get("paths", []))
     importlib.invalidate_caches()
 
-    import pytest
     from frognano_output import BoundedOutput
     from frognano_plugin import FrogNanoPlugin
 
@@ -176,6 +189,32 @@ def run_request(req: dict) -> int:
         # parse_intermixed_args does not, so callers also refuse ids that start with - or @).
         *(["--", *req["nodeids"]] if req.get("nodeids") else []),
     ]
+    return args, plugin, output
+
+
+def leaked(req: dict, before: set[str]) -> list[str]:
+    """Project modules this run imported from outside the shadow (the real project)."""
+    # Only what this run imported: the server's start-up check covered everything before it,
+    # and resolving the paths of hundreds of numpy/pandas modules would cost ~40 ms a run.
+    shadow = req["root"]
+    real = os.path.realpath(req.get("real_root", shadow))
+    return sorted(
+        name
+        for name in set(sys.modules) - before
+        if getattr(sys.modules[name], "__file__", None)
+        and _own(sys.modules[name].__file__, [real])
+        and not _inside(sys.modules[name].__file__, [os.path.realpath(shadow)])
+    )
+
+
+def run_request(req: dict) -> int:
+    """Run pytest once for ``req`` in this process; results stream to req['results']."""
+    prepared = prepare_run(req)
+    if prepared is None:
+        return EXIT_UNCONFINED
+    args, plugin, output = prepared
+    import pytest
+
     before = set(sys.modules)
     output.start()
     try:
@@ -184,17 +223,7 @@ def run_request(req: dict) -> int:
         code = exc.code if isinstance(exc.code, int) else 3
     finally:
         output.close()
-    # Only what this run imported: the server's start-up check covered everything before it,
-    # and resolving the paths of hundreds of numpy/pandas modules would cost ~40 ms a run.
-    real = os.path.realpath(req.get("real_root", shadow))
-    leaks = sorted(
-        name
-        for name in set(sys.modules) - before
-        if getattr(sys.modules[name], "__file__", None)
-        and _own(sys.modules[name].__file__, [real])
-        and not _inside(sys.modules[name].__file__, [os.path.realpath(shadow)])
-    )
-    plugin.emit("end", exitstatus=code, leaks=leaks,
+    plugin.emit("end", exitstatus=code, leaks=leaked(req, before),
                 denied=[[path, test] for path, test in frognano_confine.denied.items()])
     return code
 
@@ -209,7 +238,15 @@ def _reply(obj: dict) -> None:
 _PYTEST_CLOSURE: set[str] = set()  # modules loaded by pytest and its default plugins
 
 
-def preimport(names: list[str]) -> tuple[list[str], dict[str, str]]:
+def preimport(names: list[str], roots: list[str], own: set[str]) -> tuple[list[str], dict[str, str], dict[str, list[str]]]:
+    """Import pytest, its plugins and ``names``; returns what was imported, what failed, and
+    what was left out because importing it pulled in the project's own modules.
+
+    A dependency that imports the project (a pytest plugin of the project, a tool in a
+    development venv that uses the library being developed) would make every child run the
+    installed or real copy instead of the shadow's: such a name is imported, found out, and
+    forgotten again with everything its import brought in, so the rest stays warm.
+    """
     import pytest  # noqa: F401
     from _pytest.config import default_plugins
 
@@ -228,14 +265,30 @@ def preimport(names: list[str]) -> tuple[list[str], dict[str, str]]:
         wanted += [ep.module for ep in entry_points(group="pytest11")]
     except Exception:  # noqa: BLE001
         pass
-    imported, failed = [], {}
+    imported, failed, left_out = [], {}, {}
     for name in wanted:
+        before = set(sys.modules)
         try:
             importlib.import_module(name)
-            imported.append(name)
         except BaseException as exc:  # noqa: BLE001 - SystemExit from a broken package too
             failed[name] = f"{type(exc).__name__}: {exc}"[:200]
-    return imported, failed
+            continue
+        new = set(sys.modules) - before
+        pulled = sorted(m for m in new if _projects(m, roots, own))
+        if pulled:
+            for module in new:
+                sys.modules.pop(module, None)
+            left_out[name] = pulled[:5]
+        else:
+            imported.append(name)
+    return imported, failed, left_out
+
+
+def _projects(name: str, roots: list[str], own: set[str]) -> bool:
+    """Whether module ``name`` is the project's: its file in the project, or its top name one
+    of the project's packages (an installed copy)."""
+    path = getattr(sys.modules.get(name), "__file__", None)
+    return bool(path and _own(path, roots)) or name.split(".")[0] in own
 
 
 def serve() -> None:
@@ -249,53 +302,108 @@ def serve() -> None:
     config = json.loads(stdin.readline() or "{}")
     roots = [os.path.realpath(r) for r in config.get("roots", [])]
     own = set(config.get("own", []))
-    imported, failed = preimport(config.get("preimport", []))
-    offenders = sorted(
-        name
-        for name, mod in list(sys.modules.items())
-        if getattr(mod, "__file__", None) and _own(mod.__file__, roots)
-    )
-    # An installed copy of the project itself (say more_itertools, which some plugin or
-    # dependency imports) must not stand in for the shadow's code: each child forgets it, so the
-    # tests import the shadow's.  pytest's own dependencies cannot be swapped under it: then
-    # the controller runs fresh processes (offenders).
-    installed = sorted(name for name in sys.modules if name.split(".")[0] in own and name not in offenders)
-    pytest_needs = {name.split(".")[0] for name in _PYTEST_CLOSURE}
-    offenders += [name for name in installed if name.split(".")[0] in pytest_needs]
+    imported, failed, left_out = preimport(config.get("preimport", []), roots, own)
+    # What is still the project's after that came with pytest itself (the project is one of
+    # pytest's own dependencies, installed or editable): each child forgets it so the tests
+    # import the shadow's; but pytest keeps the copy it imported, so only a fresh process
+    # gives the shadow's code to both (offenders).
+    installed = sorted(name for name in sys.modules if _projects(name, roots, own))
+    offenders = [name for name in installed if name in _PYTEST_CLOSURE]
     # Move everything imported so far out of the collector's reach: a forked child would
     # otherwise walk (and so copy) every inherited object at its first collection.
     gc.collect()
     gc.freeze()
     _reply({"ready": True, "imported": imported, "failed": failed, "offenders": offenders,
-            "installed": installed, "pid": os.getpid()})
-    while True:
-        line = stdin.readline()
-        if line is None:  # FrogNano went away
-            break
-        req = json.loads(line)
-        if req.get("cmd") == "exit":
-            break
-        pid = os.fork()
-        if pid == 0:  # child: own process group so the controller can kill all it spawns
-            def child(req: dict = req) -> int:
-                os.setpgid(0, 0)
-                frognano_confine.die_with_parent()
-                signal.signal(signal.SIGINT, signal.SIG_DFL)
-                _redirect(req["log"])
-                for name in installed:
-                    sys.modules.pop(name, None)
-                return _run_child(req)
+            "installed": installed, "left_out": left_out, "pid": os.getpid()})
+    session = None  # the warm session (frognano_session), while there is one
+    try:
+        while True:
+            line = stdin.readline()
+            if line is None:  # FrogNano went away
+                break
+            req = json.loads(line)
+            if req.get("cmd") == "exit":
+                break
+            if req.get("cmd") in ("session", "srun", "end_session"):
+                session = _session_command(req, session, installed, stdin)
+                continue
+            if not _fork_run(req, installed, stdin, session):
+                return
+    except _Gone:
+        return
+    finally:
+        if session is not None:
+            session.close(kill=True)
 
-            _exit_with(child)
-        try:
-            os.setpgid(pid, pid)  # also here: whichever of parent and child runs first wins
-        except OSError:
-            pass
-        _reply({"pid": pid})
-        returncode = _supervise(pid, stdin)
-        if returncode is None:
-            return
-        _reply({"pid": pid, "returncode": returncode})
+
+class _Gone(Exception):
+    """FrogNano went away during a run: everything it started is killed."""
+
+
+def _session_command(req: dict, session, installed: list[str], stdin: _Stdin):  # noqa: ANN001, ANN202
+    """Start, use or end the warm session; returns the session there is afterwards."""
+    import frognano_session
+
+    try:
+        if req["cmd"] == "end_session" or (req["cmd"] == "session" and session is not None):
+            if session is not None:
+                session.close()
+            session = None
+            if req["cmd"] == "end_session":
+                _reply({"ended": True})
+                return None
+        if req["cmd"] == "session":
+            session = frognano_session.start(req["req"], installed, _exit_with)
+            _reply({"session": session.pid})
+            ready = session.receive(stdin)
+            if ready is None or not ready.get("ready"):
+                session.close(kill=True)
+                session = None
+            _reply(ready or {"ready": False, "reason": "the session died while collecting"})
+            return session
+        # srun: one request, relayed: the run's pid, then its return code
+        if session is None or not session.send(req["req"]):
+            _reply({"lost": True})
+            return None
+        for _ in range(2):
+            reply = session.receive(stdin)
+            if reply is None:
+                session.close(kill=True)
+                _reply({"lost": True})
+                return None
+            _reply(reply)
+        return session
+    except frognano_session.Gone:
+        raise _Gone from None
+
+
+def _fork_run(req: dict, installed: list[str], stdin: _Stdin, session) -> bool:  # noqa: ANN001
+    """One ordinary run in a fork of the server (a fresh import); False when FrogNano went away."""
+    pid = os.fork()
+    if pid == 0:  # child: own process group so the controller can kill all it spawns
+        def child(req: dict = req) -> int:
+            os.setpgid(0, 0)
+            frognano_confine.die_with_parent()
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            if session is not None:  # the session's pipes are the server's business
+                for fd in (session.requests, session.replies.fd):
+                    os.close(fd)
+            redirect(req["log"])
+            for name in installed:
+                sys.modules.pop(name, None)
+            return _run_child(req)
+
+        _exit_with(child)
+    try:
+        os.setpgid(pid, pid)  # also here: whichever of parent and child runs first wins
+    except OSError:
+        pass
+    _reply({"pid": pid})
+    returncode = _supervise(pid, stdin, spare=session.pid if session is not None else None)
+    if returncode is None:
+        return False
+    _reply({"pid": pid, "returncode": returncode})
+    return True
 
 
 class _Stdin:
@@ -329,13 +437,14 @@ def _run_child(req: dict) -> int:
         frognano_confine.kill_descendants()
 
 
-def _supervise(pid: int, stdin: _Stdin) -> int | None:
+def _supervise(pid: int, stdin: _Stdin, spare: int | None = None) -> int | None:
     """Wait for the run ``pid`` and return its exit code, then kill whatever it left behind.
 
     Meanwhile stdin is watched: at its end FrogNano has died (even by ``kill -9``), and the run
     is killed with everything it started; then None.  This, not PR_SET_PDEATHSIG, ties the
     server to FrogNano: that signal follows the thread that started the server, and the
-    language server starts runners on worker threads.
+    language server starts runners on worker threads.  ``spare``: the warm session, which
+    lives on between runs.
     """
     pidfd = None
     if hasattr(os, "pidfd_open"):
@@ -350,11 +459,11 @@ def _supervise(pid: int, stdin: _Stdin) -> int | None:
             if 0 in ready and not stdin.fill():
                 _kill_group(pid)
                 os.waitpid(pid, 0)
-                frognano_confine.kill_descendants()
+                frognano_confine.kill_descendants(spare=spare)
                 return None
             done, status = os.waitpid(pid, os.WNOHANG)
             if done:
-                frognano_confine.kill_descendants()  # orphans of a run the controller killed
+                frognano_confine.kill_descendants(spare=spare)  # orphans of a run the controller killed
                 return os.waitstatus_to_exitcode(status)
     finally:
         if pidfd is not None:
@@ -417,7 +526,8 @@ def run_supervised(req: dict) -> int:
     return code
 
 
-def _redirect(log_path: str) -> None:
+def redirect(log_path: str) -> None:
+    """fds 0, 1, 2 and sys.std* of a forked run: no input, output to its log."""
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -429,6 +539,9 @@ def _redirect(log_path: str) -> None:
 
 
 def main(argv: list[str]) -> int:
+    # Run as ``python -m frognano_worker``, this module is ``__main__``; the session module
+    # imports it by name and must get this copy (its confinement record), not a second one.
+    sys.modules.setdefault("frognano_worker", sys.modules[__name__])
     if argv[:1] == ["serve"]:
         serve()
         return 0
