@@ -53,6 +53,29 @@ PROJECTS = {
 }
 
 
+LIBRARY = "more-itertools==10.5.0"
+# The injected bug (validation.py's), and the edit each save makes inside padded()'s body.
+LIBRARY_BUG = ("yield islice(iterable_with_repeat, n - 1)", "yield islice(iterable_with_repeat, n)")
+LIBRARY_EDIT = ("        return iterable_with_repeat\n", "        return iterable_with_repeat  # edited\n")
+
+
+def library(scratch: Path, source: Path | None) -> tuple[Path, Path, str]:
+    """more-itertools (sdist or ``source``) twice, served and plain, with its own venv."""
+    from synthesis import fetch_library, make_venv  # benchmarks/synthesis.py
+
+    base = scratch / "library"
+    base.mkdir()
+    source = source or fetch_library(LIBRARY, base)
+    ignore = shutil.ignore_patterns(".venv", "__pycache__", ".pytest_cache", ".git")
+    copies = []
+    for kind in ("served", "plain"):
+        root = shutil.copytree(source, scratch / kind / "more-itertools", ignore=ignore)
+        module = root / "more_itertools" / "more.py"
+        module.write_text(module.read_text().replace(*LIBRARY_BUG, 1))
+        copies.append(root)
+    return copies[0], copies[1], make_venv(base)
+
+
 @dataclass
 class Row:
     project: str
@@ -74,11 +97,11 @@ def _p95(values: list[float]) -> float:
     return ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
 
 
-def time_pytest(root: Path, n: int, autoload: bool) -> list[float]:
+def time_pytest(root: Path, n: int, autoload: bool, python: str = sys.executable) -> list[float]:
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
     if not autoload:
         env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    cmd = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
     subprocess.run(cmd, cwd=root, env=env, capture_output=True)  # warm-up: page cache
     times = []
     for _ in range(n):
@@ -91,7 +114,11 @@ def time_pytest(root: Path, n: int, autoload: bool) -> list[float]:
     return times
 
 
-async def time_server(root: Path, saved: str, test_file: str, line: int, saves: int, actions: int):
+async def time_server(root: Path, saved: str, test_file: str, line: int, saves: int, actions: int,
+                      options: dict | None = None, edits: tuple[str, str] | None = None):
+    """``edits``: (old, new) text in ``saved`` that each save toggles, inside one function's body
+    (a real edit, as a user makes: the server diffs it and re-runs that function's tests);
+    None: saves without a change.  ``actions`` 0: no fix is asked for."""
     from lsprotocol import types
     from pygls.uris import from_fs_path
     from pytest_lsp import client_capabilities, make_test_lsp_client
@@ -107,9 +134,11 @@ async def time_server(root: Path, saved: str, test_file: str, line: int, saves: 
         await client.initialize_session(types.InitializeParams(
             capabilities=client_capabilities("visual-studio-code"), root_uri=from_fs_path(str(root)),
             workspace_folders=[types.WorkspaceFolder(uri=from_fs_path(str(root)), name=root.name)],
-            initialization_options={"debounceMs": 0}))
+            initialization_options={"debounceMs": 0, **(options or {})}))
+        text = (root / saved).read_text()
         client.text_document_did_open(types.DidOpenTextDocumentParams(types.TextDocumentItem(
-            uri=uri, language_id="python", version=1, text=(root / saved).read_text())))
+            uri=uri, language_id="python", version=1, text=text)))
+        version = [1]
 
         # Stamp the publishDiagnostics of the test file when the client reads it (no polling:
         # a busy client would steal the CPU the server and its test run need).
@@ -128,6 +157,14 @@ async def time_server(root: Path, saved: str, test_file: str, line: int, saves: 
         async def save_once() -> float:
             published.clear()
             started = time.perf_counter()
+            if edits is not None:  # the editor's buffer changes, is saved to disk, then didSave
+                old, new = edits if version[0] % 2 else edits[::-1]
+                version[0] += 1
+                changed = (root / saved).read_text().replace(old, new, 1)
+                (root / saved).write_text(changed)
+                client.text_document_did_change(types.DidChangeTextDocumentParams(
+                    text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version[0]),
+                    content_changes=[types.TextDocumentContentChangeWholeDocument(text=changed)]))
             client.text_document_did_save(types.DidSaveTextDocumentParams(types.TextDocumentIdentifier(uri)))
             try:
                 await asyncio.wait_for(published.wait(), 120)
@@ -140,6 +177,8 @@ async def time_server(root: Path, saved: str, test_file: str, line: int, saves: 
 
         cold = await save_once()
         warm = [await save_once() for _ in range(saves)]
+        if not actions:
+            return cold, warm, [], []
 
         result = await client.workspace_execute_command_async(
             types.ExecuteCommandParams(command="frognano.fix", arguments=[uri]))
@@ -181,7 +220,10 @@ def main(argv: list[str] | None = None) -> int:
                                                  "pytest, and codeAction response time with a fix ready.")
     parser.add_argument("--saves", type=int, default=10, help="warm saves per project (default 10)")
     parser.add_argument("--actions", type=int, default=50, help="codeAction requests per project (default 50)")
-    parser.add_argument("--project", choices=[*PROJECTS, "all"], default="all")
+    parser.add_argument("--project", choices=[*PROJECTS, "library", "all"], default="all",
+                        help=f"an example, or the real library ({LIBRARY} from its sdist, in its own venv)")
+    parser.add_argument("--library-source", type=Path, metavar="DIR",
+                        help=f"an unpacked sdist of {LIBRARY} to use instead of downloading it")
     parser.add_argument("--quick", action="store_true", help="smoke run: 3 saves, 10 code actions")
     args = parser.parse_args(argv)
     saves, actions = (3, 10) if args.quick else (args.saves, args.actions)
@@ -210,8 +252,23 @@ def main(argv: list[str] | None = None) -> int:
                 Row(name, "codeAction, fix ready", len(code), med(code), _p95(ms(code)), "hover round trip",
                     med(trip), "< 20 ms"),
             ]
+        if args.project in ("library", "all"):
+            served, plain, py = library(scratch, args.library_source)
+            cold, warm, _, _ = asyncio.run(time_server(
+                served, "more_itertools/more.py", "tests/test_more.py", 0, saves, 0,
+                options={"python": py}, edits=LIBRARY_EDIT))
+            print("saves (ms):", " ".join(f"{x * 1000:.0f}" for x in [cold, *warm]), file=sys.stderr)
+            fresh = time_pytest(plain, saves, autoload=True, python=py)
+            ms = lambda xs: [x * 1000 for x in xs]  # noqa: E731
+            med = lambda xs: statistics.median(ms(xs))  # noqa: E731
+            rows += [
+                Row("more-itertools", "save (one function) -> diagnostics", len(warm), med(warm), _p95(ms(warm)),
+                    "python -m pytest", med(fresh), "p50 < 300 ms"),
+                Row("more-itertools", "first save (cold)", 1, cold * 1000, cold * 1000, "python -m pytest",
+                    med(fresh), "-"),
+            ]
     print_table(rows, time.perf_counter() - wall)
-    failed = [r for r in rows if (r.target == "<= 1.2x" and r.ratio > 1.2) or (r.target == "< 20 ms" and r.median_ms >= 20)]
+    failed = [r for r in rows if (r.target == "p50 < 300 ms" and r.median_ms >= 300) or (r.target == "<= 1.2x" and r.ratio > 1.2) or (r.target == "< 20 ms" and r.median_ms >= 20)]
     for r in failed:
         print(f"target missed: {r.project} {r.measure} vs {r.baseline}: {r.median_ms:.1f} ms ({r.ratio:.2f}x)")
     return 1 if failed else 0

@@ -45,6 +45,7 @@ _BOUNDS: dict[str, tuple[float, float, bool, str]] = {
     "max_episode_tokens": (1, 10_000_000, False, "tokens"),
     "temperature": (0, 10, False, ""),
     "max_new_tokens": (1, 1_000_000, False, "tokens"),
+    "lanes": (1, 8, False, ""),
 }
 
 
@@ -110,6 +111,7 @@ class Settings:
     max_locations: int = field(default=10, metadata={"help": "suspicious statements the search tries"})
     max_candidates: int = field(default=400, metadata={"help": "single-edit candidates validated at most"})
     max_pairs: int = field(default=150, metadata={"help": "two-edit candidates validated at most"})
+    lanes: int = field(default=2, metadata={"help": "candidates validated at once (each lane a shadow copy and a warm session of its own; 1: one at a time)"})
     search_seconds: float = field(default=300.0, metadata={"help": "wall-clock budget of the search"})
     candidate_timeout_factor: float = field(default=10.0, metadata={"help": "a candidate's test may take this many times its baseline duration (at least 2 s, at most timeout)"})
     model: str | None = field(default=None, metadata={"help": "model SPEC for repair episodes after the operator search (mlx:, torch:, openai:, replay:)"})

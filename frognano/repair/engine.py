@@ -130,6 +130,7 @@ class Engine:
         self._denials = RunResult()  # what the sandbox denied the failing tests (see baseline)
         self._denials_probed: set[str] = set()
         self.notes: list[str] = []
+        self._lanes: list[tuple[Workspace, TestRunner]] = []  # more shadow copies, for parallel checks
 
     @property
     def model(self) -> Model | None:
@@ -148,6 +149,10 @@ class Engine:
         return self._runner
 
     def close(self) -> None:
+        for ws, runner in self._lanes:
+            runner.close()
+            ws.close()
+        self._lanes = []
         if self._runner is not None:
             self._runner.close()
             self._runner = None
@@ -274,8 +279,8 @@ class Engine:
         self.progress.phase("searching for a fix", s.max_candidates + s.max_pairs)
         search = Search(self.ws, verifier, max_locations=s.max_locations, max_candidates=s.max_candidates,
                         max_pairs=s.max_pairs, seconds=s.search_seconds,
-                        progress=self.progress,
-                        cancel=cancel)
+                        progress=self.progress, cancel=cancel,
+                        lanes=lambda: self._lane_verifiers(verifier, cancel))
         result = search.run(diagnosis.locations)
         if result.fix is not None:
             result.fix.edits_tests = verifier.edits_tests(result.fix.patch)
@@ -300,6 +305,31 @@ class Engine:
             report.message += f"; {len(report.episodes)} model episode{'s' * (len(report.episodes) != 1)} " \
                               f"ended {', '.join(e.status for e in report.episodes)}"
         return report
+
+    def _lane_verifiers(self, verifier: Verifier, cancel: threading.Event | None) -> list[Verifier]:
+        """``verifier`` and one more per extra lane (``settings.lanes``, at most one per CPU): each
+        on a shadow copy of its own, synced to what the first one holds, with its own runner."""
+        import os
+
+        wanted = max(1, min(self.settings.lanes, os.cpu_count() or 1))
+        while len(self._lanes) < wanted - 1:
+            ws = Workspace(self.ws.root, cache=self.ws.cache)
+            ws.open()
+            try:
+                ws.set_overlay(self.ws.overlay)
+                ws.sync()
+                runner = TestRunner(ws, self.settings.runner_config())
+            except BaseException:
+                ws.close()
+                raise
+            self._lanes.append((ws, runner))
+        lanes = [verifier]
+        for ws, runner in self._lanes[: wanted - 1]:
+            ws.set_overlay(self.ws.overlay)
+            ws.sync()
+            runner.cancel = cancel
+            lanes.append(verifier.lane(ws, runner))
+        return lanes
 
     def _episodes(self, report: FixReport, verifier: Verifier, cancel: threading.Event | None) -> None:
         """Up to ``settings.episodes`` model episodes; the first verified patch becomes the fix."""

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from ..sandbox.results import RunResult, TestResult
 from ..sandbox.spectra import CoverageMap
 from .engine import Diagnosis, Engine, NothingToTest
-from .verify import function_lines
+from .verify import changed_span, function_lines
 
 log = logging.getLogger(__name__)
 
@@ -269,11 +269,11 @@ class Session:
 
 
 def _line_map(before: str, after: str) -> dict[int, int]:
-    """Line numbers of ``before`` -> ``after`` for the lines the change left as they were."""
-    import difflib
-
-    matcher = difflib.SequenceMatcher(None, before.splitlines(), after.splitlines(), autojunk=False)
-    return {i + 1 + k: j + 1 + k for i, j, n in matcher.get_matching_blocks() for k in range(n)}
+    """Line numbers of ``before`` -> ``after`` for the lines the change left as they were (above
+    and below the changed span, as ``verify.changed_span`` finds it)."""
+    old, new = before.splitlines(), after.splitlines()
+    head, end, delta = changed_span(old, new)
+    return {**{ln: ln for ln in range(1, head + 1)}, **{ln: ln + delta for ln in range(end + 1, len(old) + 1)}}
 
 
 def _incomplete(run: RunResult, selection: Selection) -> bool:

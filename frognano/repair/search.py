@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -59,6 +59,75 @@ class Tried:
     result: CandidateResult
 
 
+# Fewer candidates than this are not worth starting a second lane (a shadow copy and a warm
+# session that collects the suite) for.
+_PARALLEL_FROM = 8
+
+
+class _Lanes:
+    """Validates candidates in order, one per lane at a time; ``results`` yields them in the
+    order given, as they finish.  One lane: on the calling thread, one after the other.
+
+    Each lane takes the next candidate as soon as it is free (a lane still starting its warm
+    session takes fewer); once a fix is known (``anchor``), candidates at other locations are
+    no longer validated, as one at a time they would not be.
+    """
+
+    def __init__(self, lanes: list[Verifier], candidates: list[Candidate]) -> None:
+        self.lanes = lanes
+        self.candidates = candidates
+        self.anchor: int | None = None
+        self._done: dict[int, CandidateResult | BaseException | None] = {}
+        self._next = 0
+        self._stop = False
+        self._cond = threading.Condition()
+        self._threads = [threading.Thread(target=self._work, args=(lane,), name=f"frognano-lane-{i}", daemon=True)
+                         for i, lane in enumerate(lanes)] if len(lanes) > 1 else []
+
+    def __enter__(self) -> _Lanes:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with self._cond:
+            self._stop = True
+        for thread in self._threads:
+            thread.join()
+
+    def results(self) -> Iterator[tuple[Candidate, CandidateResult | None]]:
+        for i, cand in enumerate(self.candidates):
+            if not self._threads:
+                yield cand, (self.lanes[0].check(cand.patch) if self._wanted(cand) else None)
+                continue
+            with self._cond:
+                while i not in self._done:
+                    self._cond.wait()
+                outcome = self._done.pop(i)
+            if isinstance(outcome, BaseException):
+                raise outcome  # as the check would have raised, one at a time
+            yield cand, outcome
+
+    def _wanted(self, cand: Candidate) -> bool:
+        return self.anchor is None or cand.rank == self.anchor
+
+    def _work(self, lane: Verifier) -> None:
+        while True:
+            with self._cond:
+                if self._stop or self._next >= len(self.candidates):
+                    return
+                i, self._next = self._next, self._next + 1
+                cand = self.candidates[i]
+                wanted = self._wanted(cand)
+            try:
+                outcome: CandidateResult | BaseException | None = lane.check(cand.patch) if wanted else None
+            except BaseException as exc:  # noqa: BLE001 - raised where the results are read
+                outcome = exc
+            with self._cond:
+                self._done[i] = outcome
+                self._cond.notify_all()
+
+
 # Why a search ended without a fix: every candidate tried, the pair budget spent, out of time,
 # or cancelled by the face.
 Stopped = Literal["exhausted", "budget", "time", "cancelled"]
@@ -80,9 +149,13 @@ class SearchResult:
 class Search:
     def __init__(self, ws: Workspace, verifier: Verifier, *, max_locations: int = 10,
                  max_candidates: int = 400, max_pairs: int = 150, seconds: float = 300.0,
-                 progress: Progress | None = None, cancel: threading.Event | None = None) -> None:
+                 progress: Progress | None = None, cancel: threading.Event | None = None,
+                 lanes: Callable[[], list[Verifier]] | None = None) -> None:
         self.ws = ws
         self.verifier = verifier
+        # More verifiers on their own shadow copies, asked for once there are enough candidates
+        # to be worth a second warm session: candidates are then validated that many at a time.
+        self._lanes = lanes
         self.max_locations = max_locations
         self.max_candidates = max_candidates
         self.max_pairs = max_pairs
@@ -191,17 +264,21 @@ class Search:
         tried: list[Tried] = []
         winners: list[Tried] = []
         total = min(len(singles), self.max_candidates) + self.max_pairs
-        for cand in singles[: self.max_candidates]:
-            if winners and cand.rank != winners[0].candidate.rank:
-                continue  # a fix is verified; only its own location is searched for a smaller one
-            if self._stop(started, result):
-                break
-            outcome = self.verifier.check(cand.patch)
-            result.tried += 1
-            self.progress.update(result.tried, total, cand.describe())
-            tried.append(Tried(cand, outcome))
-            if outcome.verified:
-                winners.append(tried[-1])
+        todo = singles[: self.max_candidates]
+        with _Lanes(self._open_lanes(len(todo)), todo) as lanes:
+            for cand, outcome in lanes.results():
+                if winners and cand.rank != winners[0].candidate.rank:
+                    continue  # a fix is verified; only its own location is searched for a smaller one
+                if self._stop(started, result):
+                    break
+                if outcome is None:  # a lane skipped it (a fix elsewhere was known)
+                    continue
+                result.tried += 1
+                self.progress.update(result.tried, total, cand.describe())
+                tried.append(Tried(cand, outcome))
+                if outcome.verified:
+                    winners.append(tried[-1])
+                    lanes.anchor = cand.rank
         fix = self._confirm(winners)
         if fix is None and result.stopped is None:
             fix = self._pairs(singles, tried, started, result, total)
@@ -213,6 +290,15 @@ class Search:
             result.stopped = "exhausted"
         result.seconds = time.monotonic() - started
         return result
+
+    def _open_lanes(self, candidates: int) -> list[Verifier]:
+        if self._lanes is None or candidates < _PARALLEL_FROM:
+            return [self.verifier]
+        try:
+            return self._lanes() or [self.verifier]
+        except Exception as exc:  # noqa: BLE001 - no second lane (no free shadow, no memory): one lane
+            log.info("validating one candidate at a time: %s", exc)
+            return [self.verifier]
 
     def _stop(self, started: float, result: SearchResult) -> bool:
         if self.cancel.is_set():

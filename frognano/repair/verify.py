@@ -14,7 +14,6 @@ nothing.
 
 from __future__ import annotations
 
-import difflib
 import logging
 from dataclasses import dataclass, field
 
@@ -43,14 +42,28 @@ class CandidateResult:
 
 
 def changed_lines(before: str, after: str) -> set[int]:
-    """Lines of ``before`` that an edit touches (an insertion touches the lines around it)."""
-    lines: set[int] = set()
-    matcher = difflib.SequenceMatcher(None, before.splitlines(), after.splitlines(), autojunk=False)
-    for tag, i1, i2, _, _ in matcher.get_opcodes():
-        if tag == "equal":
-            continue
-        lines.update(range(i1 + 1, i2 + 1) if i2 > i1 else (i1, i1 + 1))
-    return {ln for ln in lines if ln >= 1}
+    """Lines of ``before`` that an edit touches (an insertion touches the lines around it).
+
+    One span from the first line that differs to the last: exact for the one-place edits that
+    candidates and most saves are, and a superset for scattered ones.  (difflib took a third of
+    a second on a 5,000-line module, per candidate.)"""
+    first, end, _ = changed_span(before.splitlines(), after.splitlines())
+    if end > first:
+        return set(range(first + 1, end + 1))
+    return {ln for ln in (first, first + 1) if ln >= 1}  # a pure insertion after line `first`
+
+
+def changed_span(old: list[str], new: list[str]) -> tuple[int, int, int]:
+    """``(head, end, delta)``: lines ``old[head:end]`` were replaced (0-based, end exclusive), and
+    the lines after them moved by ``delta``."""
+    shortest = min(len(old), len(new))
+    head = 0
+    while head < shortest and old[head] == new[head]:
+        head += 1
+    tail = 0
+    while tail < shortest - head and old[-1 - tail] == new[-1 - tail]:
+        tail += 1
+    return head, len(old) - tail, len(new) - len(old)
 
 
 def function_lines(before: str, after: str) -> set[int] | None:
@@ -88,6 +101,16 @@ class Verifier:
             n: min(timeout, max(2.0, factor * t.duration + 1.0)) for n, t in baseline.tests.items()
         }
         self.runs = 0
+
+    def lane(self, ws: Workspace, runner: TestRunner) -> Verifier:
+        """The same verdicts, given on another shadow copy with its own runner (a parallel lane)."""
+        import copy
+
+        other = copy.copy(self)
+        other.ws, other.runner, other.runs = ws, runner, 0
+        other._protected = self.spec.protected(ws.entries)
+        other._strays = self.spec.strays(ws.entries)
+        return other
 
     def covering(self, patch: Patch) -> list[str]:
         """Originally passing tests that run the code a patch changes.

@@ -298,6 +298,8 @@ class TestRunner(WarmServerClient):
                     killed, code = swapped
                 else:
                     fallback = parse_results(Path(req["results"]))[0].fallback
+                    if fallback:
+                        log.debug("this run re-imports the project: %s", fallback)
                     Path(req["results"]).unlink(missing_ok=True)
                     req = self._request(nodeids, args, options, timeouts)
                     watch = Watch(Path(req["results"]), self.config.timeout, timeouts, self.config.collect_timeout)

@@ -371,6 +371,11 @@ class Workspace:
             log.warning("restored files a test run changed in the shadow copy: %s", ", ".join(changed[:5]))
         return changed
 
+    @property
+    def overlay(self) -> dict[str, str]:
+        """The unsaved editor buffers the tests see (``set_overlay``)."""
+        return dict(self._overlay)
+
     def set_overlay(self, buffers: Mapping[str, str]) -> None:
         """Unsaved editor buffers: the tests see this text instead of the file on disk."""
         for rel in set(self._overlay) - set(buffers):

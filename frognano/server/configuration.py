@@ -25,6 +25,7 @@ WATCHED = ("**/*.py", "**/pyproject.toml")  # what the client reports changes of
 
 def initialize(ls: FrogNanoServer, params: types.InitializeParams) -> None:
     ls.loop = asyncio.get_running_loop()
+    ls.settings_ready = asyncio.Event()
     ls.init_options = section(params.initialization_options)
     ls.options, _, _ = parse_client(ls.init_options)  # problems are shown once settings are complete
     folders = [convert.uri_to_path(f.uri) for f in params.workspace_folders or []]
@@ -60,6 +61,14 @@ def did_change_configuration(ls: FrogNanoServer, params: types.DidChangeConfigur
 
 async def refresh(ls: FrogNanoServer) -> None:
     """Settings from the client (pulled per folder when it can), over pyproject.toml."""
+    try:
+        await _refresh(ls)
+    finally:
+        if ls.settings_ready is not None:
+            ls.settings_ready.set()
+
+
+async def _refresh(ls: FrogNanoServer) -> None:
     projects = list(ls.projects.values())
     base = {**ls.init_options, **(ls.pushed_options or {})}
     raw = await _pull(ls, projects)

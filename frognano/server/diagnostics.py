@@ -85,6 +85,8 @@ def request_tests(ls: FrogNanoServer, project: Project, files: set[str] | None) 
 async def run_tests(ls: FrogNanoServer, project: Project, files: set[str] | None,
                     cancel: threading.Event | None = None) -> TestOutcome | None:
     """Run the tests for ``files`` (None: all) now; None when a newer run superseded it."""
+    if ls.settings_ready is not None and not ls.settings_ready.is_set():
+        await ls.settings_ready.wait()
     if project.tests_job is not None and not project.tests_job.done():
         project.tests_job.cancel.set()
     handle = project.run_tests(files, ls.snapshot(project), cancel)

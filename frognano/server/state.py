@@ -65,6 +65,9 @@ class FrogNanoServer(LanguageServer):
         self.noted: set[str] = set()  # project notes already logged
         self.edit_cache: tuple[tuple, types.WorkspaceEdit] | None = None
         self.folderless = False  # no workspace folder and no root: projects come from the files
+        # Set once the first settings have arrived: a save before that would run the tests with
+        # the defaults (another interpreter, say), then again, from scratch, with the settings.
+        self.settings_ready: asyncio.Event | None = None
         self._tasks: set[asyncio.Task] = set()
         self._disk: dict[str, tuple[tuple[int, int], str | None]] = {}
         self._closed = False

@@ -130,3 +130,19 @@ def test_search_fix_notes_are_structured(make_project):
     # --json prints the notes as it always has: "path:line description".
     assert report.fix.to_json()["notes"] == ["shop/price.py:2 `>` -> `>=`"]
     assert report.to_json()["search"]["stopped"] is None
+
+
+def test_two_lanes_find_what_one_lane_finds_in_the_same_order(make_project, example):
+    """Candidates validated two at a time, each lane on its own shadow copy, give the search
+    the same history, verdicts and fix as one at a time."""
+    for project in (example("shapes"), make_project(TWO_BUGS)):
+        one = fix(project, lanes=1)
+        with Workspace(project) as ws, Engine(ws, Settings(lanes=2)) as engine:
+            two = engine.fix()
+            assert len(engine._lanes) == 1, "the second lane was not used"
+        assert two.status == one.status == "fixed", (one.message, two.message)
+        assert two.fix.patch.diff() == one.fix.patch.diff()
+        history = [(t.candidate.describe(), t.result.verified, sorted(t.result.fixed)) for t in one.search.history]
+        assert [(t.candidate.describe(), t.result.verified, sorted(t.result.fixed))
+                for t in two.search.history] == history
+        assert (two.search.tried, two.search.pairs_tried) == (one.search.tried, one.search.pairs_tried)

@@ -85,6 +85,8 @@ class SessionLoop:
             if req is None:
                 return True
             done_r, done_w = os.pipe()
+            sys.stdout.flush()  # nothing buffered here may come out again in the run
+            sys.stderr.flush()
             self.forking = time.perf_counter()
             pid = os.fork()
             if pid == 0:
@@ -221,6 +223,10 @@ def run(req: dict, requests: int, replies: int) -> int:
     args, plugin, _output = prepared
     plugin.output = None  # the session's own output is its log; each run bounds its own
     loop.plugin = plugin
+    # pytest's terminal reporter keeps the sys.stdout it finds: make that the log, on an fd of
+    # its own, so that a run's reports never land in fd 1, which each run points at its tests'
+    # bounded output.  (Prints at import time go there too, as in an ordinary run's log.)
+    sys.stdout = open(os.dup(1), "w", buffering=1, encoding="utf-8", errors="replace")  # noqa: SIM115
     try:
         pytest.main(args, plugins=[plugin, loop])
     except SystemExit:  # a conftest that calls sys.exit
