@@ -156,6 +156,7 @@ class Search:
         # More verifiers on their own shadow copies, asked for once there are enough candidates
         # to be worth a second warm session: candidates are then validated that many at a time.
         self._lanes = lanes
+        self._opened: list[Verifier] | None = None
         self.max_locations = max_locations
         self.max_candidates = max_candidates
         self.max_pairs = max_pairs
@@ -292,13 +293,14 @@ class Search:
         return result
 
     def _open_lanes(self, candidates: int) -> list[Verifier]:
-        if self._lanes is None or candidates < _PARALLEL_FROM:
-            return [self.verifier]
-        try:
-            return self._lanes() or [self.verifier]
-        except Exception as exc:  # noqa: BLE001 - no second lane (no free shadow, no memory): one lane
-            log.info("validating one candidate at a time: %s", exc)
-            return [self.verifier]
+        """The lanes for ``candidates`` candidates: opened once, when first worth it."""
+        if self._opened is None and self._lanes is not None and candidates >= _PARALLEL_FROM:
+            try:
+                self._opened = self._lanes() or [self.verifier]
+            except Exception as exc:  # noqa: BLE001 - no second lane (no free shadow, no memory): one lane
+                log.info("validating one candidate at a time: %s", exc)
+                self._opened = [self.verifier]
+        return self._opened or [self.verifier]
 
     def _stop(self, started: float, result: SearchResult) -> bool:
         if self.cancel.is_set():
@@ -333,13 +335,35 @@ class Search:
 
     def _pairs(self, singles: list[Candidate], tried: list[Tried], started: float,
                result: SearchResult, total: int) -> Fix | None:
+        pairs, more = self._pair_candidates(singles, tried)
+        while pairs:
+            verified: Tried | None = None
+            with _Lanes(self._open_lanes(len(pairs)), pairs) as lanes:
+                for i, (cand, outcome) in enumerate(lanes.results()):
+                    if self._stop(started, result):
+                        return None
+                    result.pairs_tried += 1
+                    self.progress.update(result.tried + result.pairs_tried, total, cand.describe())
+                    if outcome is not None and outcome.verified:
+                        verified, pairs = Tried(cand, outcome), pairs[i + 1:]
+                        break
+                else:
+                    pairs = []
+            if verified is not None:  # confirmed once the lanes stopped: lane 0 is free again
+                fix = self._confirm([verified])
+                if fix is not None:
+                    return fix
+        if more and result.stopped is None:
+            result.stopped = "budget"
+        return None
+
+    def _pair_candidates(self, singles: list[Candidate], tried: list[Tried]) -> tuple[list[Candidate], bool]:
+        """The two-edit candidates to try, in order, at most ``max_pairs``; and whether more
+        would have followed (the budget, not the pairs, ran out)."""
         seen: set[tuple] = set()
         done: set[frozenset[int]] = set()
+        pairs: list[Candidate] = []
         for a, b in self._pair_order(singles, tried):
-            if result.pairs_tried >= self.max_pairs or self._stop(started, result):
-                if result.stopped is None:
-                    result.stopped = "budget"
-                return None
             key = frozenset((id(a), id(b)))
             if key in done:
                 continue
@@ -347,11 +371,7 @@ class Search:
             cand = self._candidate(a.mutations + b.mutations, min(a.rank, b.rank), seen)
             if cand is None:
                 continue
-            outcome = self.verifier.check(cand.patch)
-            result.pairs_tried += 1
-            self.progress.update(result.tried + result.pairs_tried, total, cand.describe())
-            if outcome.verified:
-                fix = self._confirm([Tried(cand, outcome)])
-                if fix is not None:
-                    return fix
-        return None
+            if len(pairs) >= self.max_pairs:
+                return pairs, True
+            pairs.append(cand)
+        return pairs, False

@@ -241,6 +241,8 @@ class WarmServerClient:
         if done.get("lost"):
             self._session = None
             return None
+        if "returncode" not in done:
+            raise ServerLost(f"unexpected answer from the warm session: {done}")
         if done["returncode"] == EXIT_FALLBACK and not watch.killed:
             self.session_fallbacks += 1
             if not self.ws.editing:  # the project itself changed beyond a swap: collect it again
