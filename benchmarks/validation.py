@@ -317,6 +317,52 @@ def run_frognano(project: Project, warm: bool, phases: dict[str, list[float]] | 
     return Row(project.name, mode, len(outcomes), setup, elapsed, outcomes, profile)
 
 
+# -- the swap against a re-import, every operator kind, on the real library --------------------------
+
+def operator_agreement(project: Project, per_kind: int = 2) -> tuple[list[list[str]], list[str]]:
+    """For up to ``per_kind`` mutations of every operator kind in the library's module, the
+    tests covering the mutated function run swapped and re-imported: the outcomes must match."""
+    from frognano.operators import mutations
+    from frognano.sandbox.runner import RunnerConfig, TestRunner
+    from frognano.sandbox.spectra import CoverageMap
+    from frognano.sandbox.workspace import Workspace
+    from frognano.repair.localize import StatementMap
+
+    rows: dict[str, list[int]] = {}
+    problems: list[str] = []
+    with Workspace(project.root) as ws:
+        ws.sync()
+        with TestRunner(ws, RunnerConfig(python=project.python)) as runner:
+            coverage = CoverageMap.from_run(runner.run(None, coverage=True))
+            source = (ws.shadow / project.module).read_text()
+            spans = StatementMap(source)
+            counts: dict[str, int] = {}
+            for m in mutations(source, project.module):
+                if counts.get(m.operator, 0) >= per_kind or not m.function:
+                    continue
+                ids = sorted(coverage.tests_covering(project.module, spans.function_span(m.function)))[:40]
+                if not ids:
+                    continue
+                counts[m.operator] = counts.get(m.operator, 0) + 1
+                limits = {n: 2.0 for n in ids}  # a mutant that loops forever: 2 s, as the search allows
+                with ws.edited({project.module: m.apply(source)}):
+                    runner.config.swap = True
+                    swapped = runner.run(ids, timeouts=limits)
+                    runner.config.swap = False
+                    plain = runner.run(ids, timeouts=limits)
+                    runner.config.swap = True
+                row = rows.setdefault(m.operator, [0, 0, 0])
+                row[0] += 1
+                row[1] += swapped.swapped is not None
+                same = {n: t.outcome for n, t in swapped.tests.items()} == {n: t.outcome for n, t in plain.tests.items()}
+                row[2] += same
+                if not same:
+                    problems.append(f"{project.name}: swap and re-import disagree on {m.function} "
+                                    f"line {m.line} ({m.operator}: {m.description})")
+    table = [[kind, str(n), str(swapped), str(agree)] for kind, (n, swapped, agree) in sorted(rows.items())]
+    return table, problems
+
+
 # -- phase timing (warm mode) ---------------------------------------------------------------------
 
 def _instrument(phases: dict[str, list[float]]) -> Callable[[], None]:
@@ -429,6 +475,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="smoke run: 4 candidates per project (overrides --candidates)")
     parser.add_argument("--project", choices=["calc", "data", "library", "all"], default="all",
                         help="which project to measure (default all: calc, data and the real library)")
+    parser.add_argument("--operators", action="store_true",
+                        help="also run up to 2 mutations of every operator kind in the real library swapped "
+                             "and re-imported, and check that the outcomes agree")
     parser.add_argument("--library-source", type=Path, metavar="DIR",
                         help=f"an unpacked sdist of {LIBRARY} to use instead of downloading it")
     parser.add_argument("--phases", action="store_true",
@@ -479,6 +528,13 @@ def main(argv: list[str] | None = None) -> int:
             problems += check(project, mine)
             rows += mine
 
+        if args.operators:
+            library = next((p for p in projects if p.name == "more-itertools"), None)
+            if library is not None:
+                table, more = operator_agreement(library)
+                problems += more
+                _table.print_table("Swap vs re-import on more-itertools, by operator kind",
+                                   ["operator", "mutations", "swapped", "same outcomes"], table, left={0})
         print_table(rows, time.perf_counter() - wall)
         for row in rows:
             if row.profile:
