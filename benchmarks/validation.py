@@ -329,6 +329,7 @@ def operator_agreement(project: Project, per_kind: int = 2) -> tuple[list[list[s
     from frognano.repair.localize import StatementMap
 
     rows: dict[str, list[int]] = {}
+    reasons: dict[str, int] = {}
     problems: list[str] = []
     with Workspace(project.root) as ws:
         ws.sync()
@@ -354,12 +355,16 @@ def operator_agreement(project: Project, per_kind: int = 2) -> tuple[list[list[s
                 row = rows.setdefault(m.operator, [0, 0, 0])
                 row[0] += 1
                 row[1] += swapped.swapped is not None
+                if swapped.fallback:
+                    reasons[swapped.fallback.split(": ", 1)[-1]] = reasons.get(swapped.fallback.split(": ", 1)[-1], 0) + 1
                 same = {n: t.outcome for n, t in swapped.tests.items()} == {n: t.outcome for n, t in plain.tests.items()}
                 row[2] += same
                 if not same:
                     problems.append(f"{project.name}: swap and re-import disagree on {m.function} "
                                     f"line {m.line} ({m.operator}: {m.description})")
     table = [[kind, str(n), str(swapped), str(agree)] for kind, (n, swapped, agree) in sorted(rows.items())]
+    for why, n in sorted(reasons.items(), key=lambda kv: -kv[1])[:5]:
+        print(f"re-imported {n}x: {why}", file=sys.stderr)
     return table, problems
 
 

@@ -194,9 +194,10 @@ class WarmServerClient:
         started = time.monotonic()
         ready: dict = {}
         try:
-            self._send({"cmd": "session", "req": req})
-            self._session = self._receive(30.0)["session"]
-            ready = self._receive(self.config.collect_timeout)
+            with self.ws.pristine():  # collected without a candidate's edit, which is then swapped in
+                self._send({"cmd": "session", "req": req})
+                self._session = self._receive(30.0)["session"]
+                ready = self._receive(self.config.collect_timeout)
         except ServerLost as exc:
             if self._session is not None and "no answer" in str(exc):
                 kill_run(self._session)  # a collection that hangs: the server then answers
@@ -214,6 +215,21 @@ class WarmServerClient:
         log.debug("warm session %s: %s items from %s modules collected in %.2f s", self._session,
                   ready.get("items"), ready.get("modules"), time.monotonic() - started)
         return True
+
+    def _base_swappable(self, req: dict) -> bool:
+        """Whether the session can still serve the project without the candidate's edit (its
+        fallback was the candidate's, not a change the user made since the session began): an
+        empty run of the pristine shadow tells."""
+        probe = {**req, "nodeids": [], "results": str(self.dir / "probe-results.jsonl")}
+        with self.ws.pristine():
+            self._send({"cmd": "srun", "req": probe})
+            first = self._receive(30.0)
+            if first.get("lost"):
+                self._session = None
+                return False
+            done = self._receive(30.0)
+        Path(probe["results"]).unlink(missing_ok=True)
+        return done.get("returncode") != EXIT_FALLBACK
 
     def _end_session(self) -> None:
         if self._session is None:
@@ -245,7 +261,8 @@ class WarmServerClient:
             raise ServerLost(f"unexpected answer from the warm session: {done}")
         if done["returncode"] == EXIT_FALLBACK and not watch.killed:
             self.session_fallbacks += 1
-            if not self.ws.editing:  # the project itself changed beyond a swap: collect it again
+            if not self.ws.editing or not self._base_swappable(req):
+                # The project itself changed beyond a swap: collect it again, next time.
                 self._end_session()
                 self._session_key = None
             return None

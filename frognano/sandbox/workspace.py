@@ -166,6 +166,7 @@ class Workspace:
         # test can rewrite shadow files (a test module, say), and this is how that is noticed.
         self._sigs: dict[str, list[int] | None] = {}
         self.editing = 0  # ``edited`` blocks in progress: the shadow holds a candidate's text
+        self._layers: list[tuple[dict[str, bytes | None], Mapping[str, str]]] = []  # their originals, edits
 
     # -- lifecycle ------------------------------------------------------------------------
     def __enter__(self) -> "Workspace":
@@ -307,6 +308,7 @@ class Workspace:
         originals: dict[str, bytes | None] = {}
         self._mark_dirty(set(files))
         self.editing += 1
+        self._layers.append((originals, files))
         try:
             for rel, text in files.items():
                 path = self.check_editable(rel)
@@ -314,6 +316,7 @@ class Workspace:
                 self._write_shadow(rel, text)
             yield
         finally:
+            self._layers.remove((originals, files))
             for rel, data in originals.items():
                 path = self.shadow / rel  # type: ignore[operator]
                 if data is None:
@@ -323,6 +326,25 @@ class Workspace:
                 self._sigs[rel] = _signature(path)
             self._clear_dirty(set(files) - set(self._overlay))
             self.editing -= 1
+
+    @contextlib.contextmanager
+    def pristine(self) -> Iterator[None]:
+        """Inside ``edited`` blocks: the shadow as it was before them, for the duration (a warm
+        session collects the project's own text, and candidates are swapped in from there)."""
+        layers = list(self._layers)
+        for originals, _ in reversed(layers):
+            for rel, data in originals.items():
+                path = self.shadow / rel  # type: ignore[operator]
+                if data is None:
+                    path.unlink(missing_ok=True)
+                else:
+                    path.write_bytes(data)
+        try:
+            yield
+        finally:
+            for _, files in layers:
+                for rel, text in files.items():
+                    self._write_shadow(rel, text)
 
     def _clear_dirty(self, rels: set[str]) -> None:
         try:

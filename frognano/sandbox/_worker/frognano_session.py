@@ -29,7 +29,7 @@ import time
 import frognano_confine
 import frognano_swap
 import pytest
-from frognano_worker import _vm_size_bytes, apply_limits, confinement_record, leaked, prepare_run, redirect
+from frognano_worker import _vm_size_bytes, apply_limits, confinement_record, leaked, own_group, prepare_run, redirect
 
 EXIT_FALLBACK = 75  # EX_TEMPFAIL: this request needs a full re-import
 
@@ -107,10 +107,7 @@ class SessionLoop:
                     os.write(done_w, bytes([code & 0xFF]))
                     os._exit(code)
             os.close(done_w)
-            try:
-                os.setpgid(pid, pid)
-            except OSError:
-                pass
+            own_group(pid)
             self.reply({"pid": pid})
             said = os.read(done_r, 1)  # the exit code, or b"" when the run died (a signal, a kill)
             os.close(done_r)
@@ -310,8 +307,5 @@ def start(req: dict, installed: list[str], exit_with) -> Handle:  # noqa: ANN001
         exit_with(body)
     os.close(requests_r)
     os.close(replies_w)
-    try:
-        os.setpgid(pid, pid)
-    except OSError:
-        pass
+    own_group(pid)
     return Handle(pid, requests_w, replies_r)

@@ -394,16 +394,22 @@ def _fork_run(req: dict, installed: list[str], stdin: _Stdin, session) -> bool: 
             return _run_child(req)
 
         _exit_with(child)
-    try:
-        os.setpgid(pid, pid)  # also here: whichever of parent and child runs first wins
-    except OSError:
-        pass
+    own_group(pid)
     _reply({"pid": pid})
     returncode = _supervise(pid, stdin, spare=session.pid if session is not None else None)
     if returncode is None:
         return False
     _reply({"pid": pid, "returncode": returncode})
     return True
+
+
+def own_group(pid: int) -> None:
+    """Put a forked child in a process group of its own, from the parent too: whichever of the
+    two runs first wins, and the controller can kill the group at once."""
+    try:
+        os.setpgid(pid, pid)
+    except OSError:
+        pass
 
 
 class _Stdin:
