@@ -22,6 +22,7 @@ become one, so streamed text never shows a stop string.  ``resolve_model_path`` 
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import json
 import os
@@ -36,7 +37,7 @@ from .base import Generation, Message, ModelError, Sampling, ToolSchema, one_lin
 from .grammar import ToolCallGrammar, ToolCallMatcher
 
 
-class LocalModel:
+class LocalModel(abc.ABC):
     """The framework-free half of an in-process ``base.Model`` (see the module docstring).
 
     Subclasses set ``KIND`` ("mlx", "torch") and ``OPTIONS`` (the keyword options ``load``
@@ -100,12 +101,13 @@ class LocalModel:
         with self._lock:
             self._cache, self._cached = None, []
 
+    @abc.abstractmethod
     def _new_cache(self) -> Any:
-        raise NotImplementedError
+        """An empty prompt cache of the backend's kind."""
 
+    @abc.abstractmethod
     def _trim_cache(self, n: int) -> bool:
         """Drop the last ``n`` tokens from the cache; False where the cache cannot."""
-        raise NotImplementedError
 
     def _prepare_cache(self, prompt: list[int]) -> list[int]:
         """Make the cache hold a prefix of ``prompt``; return the tokens still to feed."""
@@ -149,6 +151,7 @@ class LocalModel:
         """The framework's context for a decode loop (torch: inference mode)."""
         return contextlib.nullcontext()
 
+    @abc.abstractmethod
     def _generate(
         self, prompt: list[int], sampling: Sampling, matcher: ToolCallMatcher | None, turn: Turn
     ) -> Generation:
@@ -156,7 +159,6 @@ class LocalModel:
 
         Runs under the lock; leaves ``_cached`` naming exactly what the cache then holds.
         """
-        raise NotImplementedError
 
     def _matcher(self, tools: list[ToolSchema]) -> ToolCallMatcher:
         if self._grammar is None:

@@ -55,6 +55,8 @@ class WarmServerClient:
         self._session: int | None = None  # the warm session's pid
         self._session_key: object = None  # the source state it collected (see _state_key)
         self._session_failed = ""  # why this state cannot have a session (until it changes)
+        self._key_of: object = None  # the ws.entries that ``_key`` was computed from
+        self._key: object = None
         self.session_runs = self.session_fallbacks = self.sessions = 0
 
     @property
@@ -173,9 +175,12 @@ class WarmServerClient:
     def _state_key(self) -> object:
         """What a session's collection depends on beyond function bodies it can swap: the set of
         Python files, and every other file's size and time (data, configuration)."""
-        entries = self.ws.entries
-        return (tuple(sorted(rel for rel in entries if rel.endswith(".py"))),
+        entries = self.ws.entries  # a new dict at every sync: computed once per sync, not per run
+        if self._key_of is not entries:
+            self._key_of, self._key = entries, (
+                tuple(sorted(rel for rel in entries if rel.endswith(".py"))),
                 tuple(sorted((rel, e.size, e.mtime_ns) for rel, e in entries.items() if not rel.endswith(".py"))))
+        return self._key
 
     def _ensure_session(self, base: dict) -> bool:
         """A session for the current source state (started when there is none); False when the

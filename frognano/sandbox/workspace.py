@@ -317,13 +317,8 @@ class Workspace:
             yield
         finally:
             self._layers.remove((originals, files))
-            for rel, data in originals.items():
-                path = self.shadow / rel  # type: ignore[operator]
-                if data is None:
-                    path.unlink(missing_ok=True)
-                else:
-                    path.write_bytes(data)
-                self._sigs[rel] = _signature(path)
+            for rel in self._put_back(originals):
+                self._sigs[rel] = _signature(self.shadow / rel)  # type: ignore[operator]
             self._clear_dirty(set(files) - set(self._overlay))
             self.editing -= 1
 
@@ -333,18 +328,23 @@ class Workspace:
         session collects the project's own text, and candidates are swapped in from there)."""
         layers = list(self._layers)
         for originals, _ in reversed(layers):
-            for rel, data in originals.items():
-                path = self.shadow / rel  # type: ignore[operator]
-                if data is None:
-                    path.unlink(missing_ok=True)
-                else:
-                    path.write_bytes(data)
+            self._put_back(originals)
         try:
             yield
         finally:
             for _, files in layers:
                 for rel, text in files.items():
                     self._write_shadow(rel, text)
+
+    def _put_back(self, originals: Mapping[str, bytes | None]) -> list[str]:
+        """Write the shadow's files back as ``originals`` holds them (None: the file did not exist)."""
+        for rel, data in originals.items():
+            path = self.shadow / rel  # type: ignore[operator]
+            if data is None:
+                path.unlink(missing_ok=True)
+            else:
+                path.write_bytes(data)
+        return list(originals)
 
     def _clear_dirty(self, rels: set[str]) -> None:
         try:

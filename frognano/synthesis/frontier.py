@@ -18,6 +18,7 @@ Only the standard library is used, so synthesis workers import this cheaply.
 
 from __future__ import annotations
 
+import abc
 import functools
 import json
 import logging
@@ -325,15 +326,16 @@ def _read_json(path: str | os.PathLike) -> dict[str, Any]:
 _S = TypeVar("_S", bound="_Saved")
 
 
-class _Saved:
+class _Saved(abc.ABC):
     """``save`` and ``load`` for a sampler of ``kind``: its ``state_dict`` (see ``Sampler``) as
     JSON, written atomically, and back.  A subclass says how to build itself from a state."""
 
     kind = ""
 
     @classmethod
+    @abc.abstractmethod
     def _from_state(cls: type[_S], state: Mapping[str, Any]) -> _S:
-        raise NotImplementedError
+        """The sampler a saved ``state_dict`` describes."""
 
     def save(self, path: str | os.PathLike) -> None:
         _save_json(path, self.state_dict())
