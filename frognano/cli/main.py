@@ -196,5 +196,9 @@ from .synth import synth_command  # noqa: E402 - light: click only
 
 main.add_command(synth_command)
 
+from .eval import eval_command  # noqa: E402 - light: click only
+
+main.add_command(eval_command)
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -28,6 +28,7 @@ from .verify import Verifier
 if TYPE_CHECKING:
     from ..runtime.base import Model
     from .agent import Episode
+    from .harness import ToolBox
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +161,7 @@ class Engine:
             self._model.close()
             self._model = None
 
-    def __enter__(self) -> "Engine":
+    def __enter__(self) -> Engine:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -272,16 +273,8 @@ class Engine:
             n = len(diagnosis.run.passing)
             return FixReport("passing", [], message=f"all {n} selected tests pass",
                              diagnosis=diagnosis, notes=self.notes)
-        verifier = Verifier(self.ws, self.runner, diagnosis.run, diagnosis.coverage,
-                            timeout=self.settings.timeout, factor=self.settings.candidate_timeout_factor,
-                            allow_test_edits=self.settings.allow_test_edits)
-        s = self.settings
-        self.progress.phase("searching for a fix", s.max_candidates + s.max_pairs)
-        search = Search(self.ws, verifier, max_locations=s.max_locations, max_candidates=s.max_candidates,
-                        max_pairs=s.max_pairs, seconds=s.search_seconds,
-                        progress=self.progress, cancel=cancel,
-                        lanes=lambda: self._lane_verifiers(verifier, cancel))
-        result = search.run(diagnosis.locations)
+        verifier = self.verifier(diagnosis)
+        result = self.search(diagnosis, verifier, cancel)
         if result.fix is not None:
             result.fix.edits_tests = verifier.edits_tests(result.fix.patch)
             return FixReport("fixed", failing, result.fix, result.fix.verified.describe(),
@@ -305,6 +298,24 @@ class Engine:
             report.message += f"; {len(report.episodes)} model episode{'s' * (len(report.episodes) != 1)} " \
                               f"ended {', '.join(e.status for e in report.episodes)}"
         return report
+
+    def verifier(self, diagnosis: Diagnosis) -> Verifier:
+        """The judge of candidates against ``diagnosis``: its failing tests must pass, its passing
+        ones must keep passing (DESIGN.md invariant 2)."""
+        return Verifier(self.ws, self.runner, diagnosis.run, diagnosis.coverage,
+                        timeout=self.settings.timeout, factor=self.settings.candidate_timeout_factor,
+                        allow_test_edits=self.settings.allow_test_edits)
+
+    def search(self, diagnosis: Diagnosis, verifier: Verifier,
+               cancel: threading.Event | None = None) -> SearchResult:
+        """The operator search near ``diagnosis``'s suspicious lines, within the settings' budgets."""
+        s = self.settings
+        self.progress.phase("searching for a fix", s.max_candidates + s.max_pairs)
+        search = Search(self.ws, verifier, max_locations=s.max_locations, max_candidates=s.max_candidates,
+                        max_pairs=s.max_pairs, seconds=s.search_seconds,
+                        progress=self.progress, cancel=cancel,
+                        lanes=lambda: self._lane_verifiers(verifier, cancel))
+        return search.run(diagnosis.locations)
 
     def _lane_verifiers(self, verifier: Verifier, cancel: threading.Event | None) -> list[Verifier]:
         """``verifier`` and one more per extra lane (``settings.lanes``, at most one per CPU): each
@@ -333,31 +344,16 @@ class Engine:
 
     def _episodes(self, report: FixReport, verifier: Verifier, cancel: threading.Event | None) -> None:
         """Up to ``settings.episodes`` model episodes; the first verified patch becomes the fix."""
-        from ..paths import project_cache
-        from ..runtime.base import Sampling
-        from .agent import EpisodeConfig, EpisodeStatus, run_episode
-        from .harness import ToolBox, first_observation
+        from .agent import EpisodeStatus
 
-        s, diagnosis, search = self.settings, report.diagnosis, report.search
+        diagnosis, search = report.diagnosis, report.search
         assert diagnosis is not None and search is not None
-        model = self.model
-        assert model is not None
-        observation = first_observation(diagnosis.run, diagnosis.locations, self._read)
-        for i in range(s.episodes):
+        for i in range(self.settings.episodes):
             if cancel is not None and cancel.is_set():
                 break
-            # Greedy decoding would repeat the first episode exactly; later ones sample.
-            temperature = s.temperature if i == 0 or s.temperature > 0 else 0.7
-            config = EpisodeConfig(max_turns=s.max_turns, max_tokens=s.max_episode_tokens,
-                                   constrain=s.constrain,
-                                   sampling=Sampling(temperature=temperature, seed=i, max_tokens=s.max_new_tokens))
-            toolbox = ToolBox(self.ws, self.runner, list(report.failing), _candidate_infos(search),
-                              timeouts=verifier.timeouts, spec=verifier.spec,
-                              allow_test_edits=s.allow_test_edits)
-            self.progress.phase(f"model episode {i + 1} of {s.episodes}")
-            episode = run_episode(model, toolbox, observation, config, cancel=cancel,
-                                  record_dir=project_cache(self.ws.root) / "episodes",
-                                  meta={"project": str(self.ws.root), "failing": report.failing})
+            self.progress.phase(f"model episode {i + 1} of {self.settings.episodes}")
+            episode, _ = self.model_episode(diagnosis, verifier, search, i, cancel,
+                                            meta={"project": str(self.ws.root), "failing": report.failing})
             report.episodes.append(episode)
             if episode.status == EpisodeStatus.MODEL_ERROR:
                 raise UsageError(episode.error or "the model failed")
@@ -371,6 +367,40 @@ class Engine:
                 report.fix = Fix(episode.patch, verification, "model",
                                  record=EpisodeRecord(i + 1, episode.record))
                 return
+
+    def model_episode(self, diagnosis: Diagnosis, verifier: Verifier, search: SearchResult, index: int,
+                      cancel: threading.Event | None = None, *, meta: dict | None = None,
+                      record: bool = True, seed: int | None = None,
+                      hint: str = "") -> tuple[Episode, ToolBox]:
+        """Episode ``index`` (0-based) of the model on ``diagnosis``: the one harness that
+        ``fix``, the faces and the training environment share (DESIGN.md invariant 3).  Returns
+        the episode and its toolbox (what it edited and ran).  ``seed`` (default ``index``)
+        seeds the sampling; ``hint`` (a task's hint, in evaluation and training) follows the
+        first observation."""
+        from ..paths import project_cache
+        from ..runtime.base import Sampling
+        from .agent import EpisodeConfig, run_episode
+        from .harness import ToolBox, first_observation
+
+        s, model = self.settings, self.model
+        if model is None:
+            raise UsageError("no model is configured for repair episodes (give --model)")
+        observation = first_observation(diagnosis.run, diagnosis.locations, self._read)
+        if hint:
+            observation += f"\nHint: {hint}"
+        # Greedy decoding would repeat the first episode exactly; later ones sample.
+        temperature = s.temperature if index == 0 or s.temperature > 0 else 0.7
+        config = EpisodeConfig(max_turns=s.max_turns, max_tokens=s.max_episode_tokens,
+                               constrain=s.constrain,
+                               sampling=Sampling(temperature=temperature, seed=index if seed is None else seed,
+                                                 max_tokens=s.max_new_tokens))
+        toolbox = ToolBox(self.ws, self.runner, list(diagnosis.failing), _candidate_infos(search),
+                          timeouts=verifier.timeouts, spec=verifier.spec,
+                          allow_test_edits=s.allow_test_edits)
+        episode = run_episode(model, toolbox, observation, config, cancel=cancel,
+                              record_dir=project_cache(self.ws.root) / "episodes" if record else None,
+                              meta=meta or {})
+        return episode, toolbox
 
     def _read(self, path: str) -> str | None:
         try:

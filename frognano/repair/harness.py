@@ -104,7 +104,7 @@ class ToolCall:
         return json.dumps([self.name, self.arguments], sort_keys=True)
 
 
-_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
+_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 
 
 def parse_tool_call(text: str) -> ToolCall:
@@ -239,6 +239,12 @@ class ToolBox:
     spec: Specification | None = None  # what no edit may change (default: from the workspace)
     allow_test_edits: bool = False  # the user's opt-in to fixes of test code
     search_seconds: float = SEARCH_SECONDS
+    # What the episode met, for evaluation: calls answered with an error (a failed edit, say),
+    # test runs that failed or did not collect, and whether some run had every originally
+    # failing test passing with nothing else failing.
+    errors: int = 0
+    failed_runs: int = 0
+    all_passed: bool = False
 
     def __post_init__(self) -> None:
         if self.spec is None:
@@ -249,8 +255,7 @@ class ToolBox:
         if _UNSAFE.search(path):
             raise ToolError(f"{_show(path)}: control characters or invalid text in a path")
         rel = path.strip().replace("\\", "/")
-        if rel.startswith("./"):
-            rel = rel[2:]
+        rel = rel.removeprefix("./")
         try:
             self.ws.check_editable(rel)
         except FrogNanoError as exc:
@@ -282,6 +287,8 @@ class ToolBox:
             log.info("tool %s failed on its arguments: %r", call.name, exc)
             result = ToolResult(f"error: {call.name}: these arguments cannot be used "
                                 f"({type(exc).__name__}: {_one_line(str(exc), 120)})")
+        if result.text.startswith("error:"):
+            self.errors += 1
         # Replies go back into the model's context (and its tokenizer): valid UTF-8 only.
         result.text = result.text.encode("utf-8", "replace").decode("utf-8")
         return result
@@ -415,6 +422,11 @@ class ToolBox:
         except (FrogNanoError, OSError) as exc:
             raise ToolError(f"the tests could not run: {_one_line(str(exc))}") from None
         self.test_runs += 1
+        good = not run.collect_errors and not run.failing and not rewrote
+        if not good:
+            self.failed_runs += 1
+        elif all(n in run.tests and run.tests[n].passed for n in self.failing):
+            self.all_passed = True
         if run.collect_errors:
             return ToolResult(_bounded("collection error: " + run.collect_errors[0].summary))
         failing = run.failing

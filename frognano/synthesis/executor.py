@@ -1,11 +1,14 @@
-"""Where synthesis validates candidates: a local process pool or a Ray cluster (DESIGN §5).
+"""Where work runs in parallel: a local process pool or a Ray cluster (DESIGN §5).
 
-Both executors have the same shape: built for one repository (its root, the runner config and
-the picklable ``job.SynthJob``), ``map(todo)`` yields ``(item, (result, seconds))`` for each ``item`` =
-``(index, mutation)`` of ``todo`` (any iterable, drawn lazily), in that order; closing the generator early stops
-handing out work, and ``close()`` releases the workers.  Each worker (a spawned process or a Ray actor) is a ``_Slot``: its own
-Workspace shadow slot and TestRunner, validating through ``job.validate_one``, so a candidate's
-result does not depend on which executor or worker ran it.
+Synthesis validates candidates here and evaluation runs tasks here.  Both executors have the
+same shape: built from a worker class and its constructor arguments (picklable), ``map(todo)``
+yields ``(item, result)`` for each ``item`` of ``todo`` (any iterable, drawn lazily), in that
+order, where ``result`` is ``worker.run(item)``; closing the generator early stops handing out
+work, and ``close()`` releases the workers.  Each worker (in a spawned process, or a Ray actor)
+is one instance of the class, holding its own state for its lifetime: for synthesis a
+``_Slot`` (a Workspace shadow slot and TestRunner of its own, validating through
+``job.validate_one``), so a candidate's result does not depend on which executor or worker ran
+it.
 
 ``ray`` is imported only here, and only when a ``RayPool`` or ``ray_cluster`` is used (DESIGN §1).
 """
@@ -20,6 +23,7 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, Protocol
 
 from ..errors import UsageError
 from ..sandbox.runner import RunnerConfig, TestRunner
@@ -27,11 +31,19 @@ from ..sandbox.spectra import CoverageMap
 from ..sandbox.workspace import Workspace
 from .job import SynthJob, validate_one
 
-__all__ = ["LocalPool", "RayPool", "ray_cluster"]
+__all__ = ["LocalPool", "RayPool", "Worker", "ray_cluster"]
+
+
+class Worker(Protocol):
+    """What a pool runs: one instance per worker process or actor."""
+
+    def run(self, item: Any) -> Any: ...
+
+    def close(self) -> None: ...
 
 
 class _Slot:
-    """One worker's state: a shadow slot of its own, a TestRunner, the job and its coverage."""
+    """One validation worker's state: a shadow slot of its own, a TestRunner, the job and its coverage."""
 
     def __init__(self, root: str, config: RunnerConfig, job: SynthJob) -> None:
         self.ws = Workspace(Path(root))
@@ -41,7 +53,7 @@ class _Slot:
         self.job = job
         self.coverage = CoverageMap(job.coverage)
 
-    def validate(self, item: tuple[int, object]):
+    def run(self, item: tuple[int, object]):
         index, m = item
         return validate_one(self.ws, self.runner, self.coverage, self.job, index, m)
 
@@ -50,38 +62,46 @@ class _Slot:
         self.ws.close()
 
 
+def validation_pool(root: str, config: RunnerConfig, job: SynthJob, workers: int,
+                    ray: str | None = None) -> LocalPool | RayPool:
+    """``workers`` validation slots for one repository: Ray actors when ``ray`` is given."""
+    if ray is not None:
+        return RayPool(_Slot, (root, config, job), workers)
+    return LocalPool(_Slot, (root, config, job), workers)
+
+
 # -- the local process pool ------------------------------------------------------------------------
-_SLOT: list[_Slot] = []
+_WORKER: list[Worker] = []
 
 
-def _pool_init(root: str, config: RunnerConfig, job: SynthJob) -> None:
-    slot = _Slot(root, config, job)
-    _SLOT.append(slot)
-    atexit.register(slot.close)
+def _pool_init(factory: type, args: tuple) -> None:
+    worker = factory(*args)
+    _WORKER.append(worker)
+    atexit.register(worker.close)
 
 
-def _pool_validate(item):
-    return _SLOT[0].validate(item)
+def _pool_run(item):
+    return _WORKER[0].run(item)
 
 
 class LocalPool:
-    """``workers`` spawned processes on this machine."""
+    """``workers`` spawned processes on this machine, each holding one ``factory(*args)``."""
 
-    def __init__(self, root: str, config: RunnerConfig, job: SynthJob, workers: int) -> None:
+    def __init__(self, factory: type, args: tuple, workers: int) -> None:
         ctx = multiprocessing.get_context("spawn")
         self._workers = workers
         self._pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_pool_init,
-                                         initargs=(root, config, job))
+                                         initargs=(factory, args))
 
     def map(self, todo: Iterable) -> Iterator:
-        """Results in ``todo`` order; at most ``2 x workers`` candidates are in flight, so a lazy
+        """Results in ``todo`` order; at most ``2 x workers`` items are in flight, so a lazy
         ``todo`` is only drawn as far as needed and stopping early wastes little work."""
         window = 2 * self._workers
         pending: deque = deque()
         items = iter(todo)
         try:
             for item in items:
-                pending.append((item, self._pool.submit(_pool_validate, item)))
+                pending.append((item, self._pool.submit(_pool_run, item)))
                 if len(pending) >= window:
                     break
             while pending:
@@ -89,7 +109,7 @@ class LocalPool:
                 yield item, future.result()
                 nxt = next(items, None)
                 if nxt is not None:
-                    pending.append((nxt, self._pool.submit(_pool_validate, nxt)))
+                    pending.append((nxt, self._pool.submit(_pool_run, nxt)))
         finally:
             for _, f in pending:
                 f.cancel()
@@ -100,16 +120,17 @@ class LocalPool:
 
 # -- Ray ---------------------------------------------------------------------------------------------
 class RayPool:
-    """``workers`` Ray actors (one CPU each) on an already initialised Ray (see ``ray_cluster``).
+    """``workers`` Ray actors (one CPU each), each one ``factory(*args)``, on an already
+    initialised Ray (see ``ray_cluster``).
 
-    At most two candidates per actor are in flight, so stopping early wastes little work.
+    At most two items per actor are in flight, so stopping early wastes little work.
     """
 
-    def __init__(self, root: str, config: RunnerConfig, job: SynthJob, workers: int) -> None:
+    def __init__(self, factory: type, args: tuple, workers: int) -> None:
         import ray
 
-        actor = ray.remote(num_cpus=1)(_Slot)
-        self._actors = [actor.remote(root, config, job) for _ in range(workers)]
+        actor = ray.remote(num_cpus=1)(factory)
+        self._actors = [actor.remote(*args) for _ in range(workers)]
 
     def map(self, todo: Iterable) -> Iterator:
         import ray
@@ -118,7 +139,7 @@ class RayPool:
         pending: deque = deque()
         items = enumerate(todo)
         for k, item in items:
-            pending.append((item, self._actors[k % len(self._actors)].validate.remote(item)))
+            pending.append((item, self._actors[k % len(self._actors)].run.remote(item)))
             if len(pending) >= window:
                 break
         while pending:
@@ -127,7 +148,7 @@ class RayPool:
             nxt = next(items, None)
             if nxt is not None:
                 k, item = nxt
-                pending.append((item, self._actors[k % len(self._actors)].validate.remote(item)))
+                pending.append((item, self._actors[k % len(self._actors)].run.remote(item)))
 
     def close(self) -> None:
         import ray

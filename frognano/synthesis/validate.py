@@ -51,7 +51,7 @@ from .frontier import HINTS, Family
 from .inject import function_spans
 from .store import Task
 
-__all__ = ["Checks", "Rejection", "base_commit", "baseline_timeouts", "combine", "family_key", "hint_text",
+__all__ = ["Checks", "Rejection", "base_commit", "baseline_timeouts", "combine", "content_hash", "family_key", "hint_text",
            "module_of", "unified_diff", "validate"]
 
 
@@ -85,6 +85,11 @@ def base_commit(root: Path, files: Iterable[str]) -> tuple[str, str]:
                 return head.stdout.strip(), "git"
     except (OSError, subprocess.SubprocessError):
         pass
+    return content_hash(root, files), "content"
+
+
+def content_hash(root: Path, files: Iterable[str]) -> str:
+    """sha1 of the listed files' paths and bytes: a tree's identity outside git."""
     h = hashlib.sha1()
     for rel in sorted(files):
         h.update(rel.encode("utf-8", "surrogateescape") + b"\0")
@@ -93,7 +98,7 @@ def base_commit(root: Path, files: Iterable[str]) -> tuple[str, str]:
         except OSError:
             pass
         h.update(b"\0")
-    return h.hexdigest(), "content"
+    return h.hexdigest()
 
 
 def unified_diff(path: str, before: str, after: str) -> str:

@@ -1,0 +1,1 @@
+"""Training and evaluation support: metrics over ``frognano eval`` episodes."""
