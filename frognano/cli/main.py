@@ -200,5 +200,9 @@ from .eval import eval_command  # noqa: E402 - light: click only
 
 main.add_command(eval_command)
 
+from .train import train_command  # noqa: E402 - light: click only
+
+main.add_command(train_command)
+
 if __name__ == "__main__":  # pragma: no cover
     main()

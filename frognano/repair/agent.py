@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..errors import FrogNanoError
 from ..runtime.base import Model, Sampling
-from .harness import SYSTEM_PROMPT, TOOLS, ToolBox, ToolError, parse_tool_call
+from .harness import SYSTEM_PROMPT, TOOL_NAMES, TOOLS, ToolBox, ToolError, parse_tool_call
 from .patch import Patch
 
 log = logging.getLogger(__name__)
@@ -43,10 +43,21 @@ class EpisodeConfig:
     repeat_limit: int = 3  # the same call this many times in a row ends the episode
     constrain: bool = True  # constrained tool-call decoding on in-process backends
     sampling: Sampling = field(default_factory=Sampling)
+    # The harness's tools offered to the model (None: all of them).  Training a small model
+    # can start with fewer (``candidates``, ``apply``, ``submit``): the same tools, the same
+    # prompts and observations, a narrower choice.
+    tools: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.max_turns < 1 or self.max_tokens < 1 or self.repeat_limit < 2:
             raise FrogNanoError("max_turns and max_tokens must be positive, repeat_limit at least 2")
+        unknown = sorted(set(self.tools or ()) - set(TOOL_NAMES))
+        if unknown or self.tools == ():
+            raise FrogNanoError(f"tools must name some of {', '.join(TOOL_NAMES)}; got {', '.join(unknown) or 'none'}")
+
+    @property
+    def schemas(self) -> list[dict]:
+        return TOOLS if self.tools is None else [t for t in TOOLS if t["function"]["name"] in self.tools]
 
 
 @dataclass
@@ -93,7 +104,7 @@ def run_episode(model: Model, toolbox: ToolBox, observation: str, config: Episod
                 episode.status = EpisodeStatus.CANCELLED
                 break
             try:
-                gen = model.generate(messages, TOOLS, config.sampling, cancel=cancel,
+                gen = model.generate(messages, config.schemas, config.sampling, cancel=cancel,
                                      constrain=config.constrain)
             except FrogNanoError as exc:
                 episode.status, episode.error = EpisodeStatus.MODEL_ERROR, str(exc)
@@ -104,6 +115,8 @@ def run_episode(model: Model, toolbox: ToolBox, observation: str, config: Episod
                 break
             try:
                 call = parse_tool_call(gen.text)
+                if config.tools is not None and call.name not in config.tools:
+                    raise ToolError(f"tool {call.name!r} is not offered here; tools: {', '.join(config.tools)}")
             except ToolError as exc:
                 episode.malformed += 1
                 reply, call = f"error: {exc}", None

@@ -370,13 +370,13 @@ class Engine:
 
     def model_episode(self, diagnosis: Diagnosis, verifier: Verifier, search: SearchResult, index: int,
                       cancel: threading.Event | None = None, *, meta: dict | None = None,
-                      record: bool = True, seed: int | None = None,
-                      hint: str = "") -> tuple[Episode, ToolBox]:
+                      record: bool = True, seed: int | None = None, hint: str = "",
+                      tools: tuple[str, ...] | None = None) -> tuple[Episode, ToolBox]:
         """Episode ``index`` (0-based) of the model on ``diagnosis``: the one harness that
         ``fix``, the faces and the training environment share (DESIGN.md invariant 3).  Returns
         the episode and its toolbox (what it edited and ran).  ``seed`` (default ``index``)
         seeds the sampling; ``hint`` (a task's hint, in evaluation and training) follows the
-        first observation."""
+        first observation; ``tools`` narrows the harness's tools offered (``EpisodeConfig.tools``)."""
         from ..paths import project_cache
         from ..runtime.base import Sampling
         from .agent import EpisodeConfig, run_episode
@@ -391,7 +391,7 @@ class Engine:
         # Greedy decoding would repeat the first episode exactly; later ones sample.
         temperature = s.temperature if index == 0 or s.temperature > 0 else 0.7
         config = EpisodeConfig(max_turns=s.max_turns, max_tokens=s.max_episode_tokens,
-                               constrain=s.constrain,
+                               constrain=s.constrain, tools=tools,
                                sampling=Sampling(temperature=temperature, seed=index if seed is None else seed,
                                                  max_tokens=s.max_new_tokens))
         toolbox = ToolBox(self.ws, self.runner, list(diagnosis.failing), _candidate_infos(search),
@@ -409,10 +409,11 @@ class Engine:
             return None
 
 
-def _candidate_infos(search: SearchResult, limit: int = 15):
+def _candidate_infos(search: SearchResult, limit: int | None = None):
     """The ``candidates`` tool's list: partial fixes search found, then edits it did not try."""
-    from .harness import CandidateInfo
+    from .harness import MAX_CANDIDATES, CandidateInfo
 
+    limit = MAX_CANDIDATES if limit is None else limit
     tried = {id(t.candidate): t for t in search.history}
     partial = sorted((t for t in search.history if t.result.fixed), key=lambda t: -len(t.result.fixed))
     untried = [c for c in search.candidates if id(c) not in tried]

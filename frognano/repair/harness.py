@@ -57,6 +57,9 @@ Change source files, not tests. `candidates` lists likely one-token fixes and `a
 After an edit, `run_tests`; when the failing tests pass, `submit`."""
 
 
+MAX_CANDIDATES = 15  # entries the ``candidates`` tool lists (``apply``'s n is one of them)
+
+
 def _tool(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict:
     return {"type": "function", "function": {
         "name": name, "description": description,
@@ -74,7 +77,8 @@ TOOLS: list[dict] = [
     _tool("run_tests", "Run the failing tests (or the given test ids, or 'all') with the edits so far.",
           {"selection": {"type": "array", "items": {"type": "string"}}}, []),
     _tool("candidates", "List likely one-token fixes at the suspicious lines, numbered.", {}, []),
-    _tool("apply", "Apply candidate number n from `candidates`.", {"n": {"type": "integer"}}, ["n"]),
+    _tool("apply", "Apply candidate number n from `candidates`.",
+          {"n": {"type": "integer", "minimum": 1, "maximum": MAX_CANDIDATES}}, ["n"]),
     _tool("submit", "Finish: the edits so far are the fix.", {}, []),
 ]
 TOOL_NAMES = [t["function"]["name"] for t in TOOLS]

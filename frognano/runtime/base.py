@@ -44,6 +44,9 @@ class Sampling:
     max_tokens: int = 512  # new tokens per turn
     seed: int | None = None
     stop: list[str] = field(default_factory=list)
+    # Record each sampled token's log-probability in ``Generation.logprobs`` (in-process
+    # backends; for RL training).  Off by default: serving pays nothing for it.
+    logprobs: bool = False
 
     def __post_init__(self) -> None:
         if self.temperature < 0:
@@ -56,11 +59,35 @@ class Sampling:
 
 @dataclass
 class Generation:
+    """One reply.  ``logprobs`` is filled only with ``Sampling(logprobs=True)`` by the in-process
+    backends (``mlx.py``, ``torch.py``): one float per entry of ``token_ids``, the log of the
+    probability the token had under the distribution it was actually drawn from:
+
+    - softmax(logits / temperature), computed in float32;
+    - restricted to the tokens the tool-call grammar allowed at that step and renormalised over
+      them, when constrained decoding masked the logits;
+    - after top-p truncation (renormalised over the nucleus) when ``top_p < 1``: RL training
+      should sample with ``top_p = 1``, so that the recorded value is the policy's own
+      log-probability;
+    - greedy decoding (temperature 0) has no sampling distribution (the choice is certain): it
+      records the temperature-1 log-probability, log-softmax of the raw logits renormalised
+      over the allowed tokens, marked as such by ``temperature == 0`` in the ``Sampling`` used.
+
+    Backends that do not see the sampling distribution (``http.py``: the server owns decoding;
+    ``replay.py``: recorded text) leave it empty, as does every backend without
+    ``Sampling(logprobs=True)``.
+    """
+
     text: str
     token_ids: list[int] = field(default_factory=list)
     finish_reason: str = "stop"  # "stop" | "length" | "cancelled"
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    logprobs: list[float] = field(default_factory=list)  # see the class docstring; empty unless asked
+    # With ``logprobs``, where a grammar constrained the reply (torch backend): per token, the
+    # tokens it allowed at that step (numpy.packbits, little-endian; None: unconstrained), so a
+    # trainer can renormalise over the same set.  Empty otherwise.
+    allowed: list[bytes | None] = field(default_factory=list)
 
 
 @runtime_checkable

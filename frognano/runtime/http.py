@@ -11,9 +11,12 @@ other requests.  Transient failures (connection refused or reset, HTTP 5xx, 429)
 exponential backoff; everything else becomes one ``ModelError`` line naming the endpoint
 (invariant 5).  ``constrain`` is ignored: the server owns decoding, and the OpenAI API has no
 portable way to restrict sampling to well-formed tool calls, so a malformed call from a served
-model reaches the harness as text and is answered there like any other.  What goes over the
-wire (the request's messages, replies whole or streamed, error bodies) is read and written in
-``wire.py``; this file holds the model, its retries and cancellation.
+model reaches the harness as text and is answered there like any other.  For the same reason
+``Generation.logprobs`` stays empty, even with ``Sampling(logprobs=True)``: the distribution the
+server sampled from (its grammar, its top-p) is not seen here, and RL training needs exactly
+that one.  What goes over the wire (the request's messages, replies whole or streamed, error
+bodies) is read and written in ``wire.py``; this file holds the model, its retries and
+cancellation.
 """
 
 from __future__ import annotations

@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import dataclasses
 import json
 import os
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -61,6 +62,9 @@ class LocalModel(abc.ABC):
         self._cached: list[int] = []  # the tokens whose keys and values the cache holds
         self.last_prompt_processed = 0  # prompt tokens run through the model by the last call
         self.last_prompt_reused = 0  # prompt tokens the last call took from the cache
+        # While set (``recording``), turns are generated from this growing token sequence and
+        # every sampled token is recorded in it (``training/trajectory.py``).
+        self.trajectory: Any = None
 
     # -- loading --------------------------------------------------------------------------
 
@@ -133,7 +137,12 @@ class LocalModel(abc.ABC):
         constrain: bool = True,
     ) -> Generation:
         sampling = sampling or Sampling()
-        prompt = self.encode_prompt(messages, tools)
+        trajectory = self.trajectory
+        if trajectory is not None:  # an RL rollout: the sequence itself, not a re-encoding of the chat
+            sampling = dataclasses.replace(sampling, logprobs=True)
+            prompt = trajectory.prompt_for(self, messages, tools)
+        else:
+            prompt = self.encode_prompt(messages, tools)
         if not prompt:
             raise UsageError(f"{self.name}: the rendered prompt is empty")
         with self._lock, self._decoding():
@@ -142,10 +151,24 @@ class LocalModel(abc.ABC):
             try:
                 matcher = self._matcher(tools) if constrain and tools else None
                 turn = Turn(self.decode, sampling.stop, self.eos_token_ids, on_text, cancel)
-                return self._generate(prompt, sampling, matcher, turn)
+                gen = self._generate(prompt, sampling, matcher, turn)
+                if trajectory is not None:
+                    trajectory.record(gen.token_ids, gen.logprobs, gen.allowed or None)
+                return gen
             except BaseException:
                 self._cache, self._cached = None, []  # the cache's state is unknown now
                 raise
+
+    @contextlib.contextmanager
+    def recording(self, trajectory: Any) -> Iterator[Any]:
+        """Generate the turns inside the block from ``trajectory`` (an RL rollout), recording
+        what is sampled; the prompt cache starts empty (the weights may have changed since)."""
+        self.reset_cache()
+        self.trajectory = trajectory
+        try:
+            yield trajectory
+        finally:
+            self.trajectory = None
 
     def _decoding(self) -> contextlib.AbstractContextManager[Any]:
         """The framework's context for a decode loop (torch: inference mode)."""
@@ -184,14 +207,21 @@ class Turn:
     ) -> None:
         self.stream = TextStream(decode, stop)
         self.ids: list[int] = []
+        self.logprobs: list[float] = []  # one per id when the decode loop records them
+        self.allowed: list[bytes | None] = []  # with them: each step's grammar mask, packed
         self.finish_reason = "length"  # unless an end of turn, a stop string or a cancel comes first
         self._eos = eos_token_ids
         self._on_text = on_text
         self._cancel = cancel
 
-    def take(self, token: int) -> bool:
-        """Record a sampled token; True when the reply ends with it."""
+    def take(self, token: int, logprob: float | None = None, allowed: Any = None) -> bool:
+        """Record a sampled token (and its log-probability, if recorded, and the grammar's mask
+        it was drawn under: a numpy bool array, None when unconstrained); True when the reply
+        ends with it."""
         self.ids.append(token)
+        if logprob is not None:
+            self.logprobs.append(logprob)
+            self.allowed.append(None if allowed is None else _pack(allowed))
         if token in self._eos:
             self.finish_reason = "stop"
             return True
@@ -212,7 +242,15 @@ class Turn:
         if rest and self._on_text is not None:
             self._on_text(rest)
         return Generation(self.stream.text, token_ids=self.ids, finish_reason=self.finish_reason,
-                          prompt_tokens=prompt_tokens, completion_tokens=len(self.ids))
+                          prompt_tokens=prompt_tokens, completion_tokens=len(self.ids), logprobs=self.logprobs,
+                          allowed=self.allowed if any(a is not None for a in self.allowed) else [])
+
+
+def _pack(mask: Any) -> bytes:
+    """A bool mask over the vocabulary as little-endian packed bits (``Generation.allowed``)."""
+    import numpy as np
+
+    return np.packbits(np.asarray(mask, dtype=bool), bitorder="little").tobytes()
 
 
 class TextStream:

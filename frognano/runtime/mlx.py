@@ -7,12 +7,13 @@ part of the prompt the cache does not hold.
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
 import mlx.core as mx
 from mlx_lm.generate import generate_step
 from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache, trim_prompt_cache
-from mlx_lm.sample_utils import make_sampler
+from mlx_lm.sample_utils import apply_top_p, categorical_sampling, make_sampler
 
 from .base import Generation, Sampling
 from .grammar import ToolCallMatcher
@@ -90,7 +91,16 @@ class MLXModel(LocalModel):
         processors = None if matcher is None else [_constrain_logits(matcher)]
         if sampling.seed is not None:
             mx.random.seed(sampling.seed)
-        sampler = make_sampler(temp=sampling.temperature, top_p=sampling.top_p if sampling.top_p < 1 else 0.0)
+        recorded: deque[mx.array] | None = None
+        if sampling.logprobs:
+            # Sample from float32 logits, so that the recorded log-probabilities are those of
+            # the distribution drawn from, at float32 precision (mlx-lm would otherwise take
+            # the log-softmax in the model's float16 / bfloat16).
+            processors = [*(processors or []), _to_float32]
+            recorded = deque()
+            sampler = _recording_sampler(sampling, recorded)
+        else:
+            sampler = make_sampler(temp=sampling.temperature, top_p=sampling.top_p if sampling.top_p < 1 else 0.0)
         suffix = self._prepare_cache(prompt)
         steps = generate_step(
             mx.array(suffix), self.model, max_tokens=sampling.max_tokens, sampler=sampler,
@@ -98,13 +108,49 @@ class MLXModel(LocalModel):
         )
         try:
             for token, _ in steps:
-                if turn.take(int(token)):
+                # The sampler runs once per token, in order (one step ahead of what is yielded).
+                logprob = None if recorded is None else recorded.popleft().item()
+                if turn.take(int(token), logprob):
                     break
         finally:
             steps.close()
         generation = turn.end(len(prompt))
         self._remember(prompt + generation.token_ids)
         return generation
+
+
+def _to_float32(tokens: mx.array, logits: mx.array) -> mx.array:
+    """A logits processor: float32 logits, so generate_step's log-softmax is taken in float32."""
+    return logits.astype(mx.float32)
+
+
+def _recording_sampler(sampling: Sampling, recorded: deque[mx.array]) -> Any:
+    """make_sampler's sampler for ``temperature`` and ``top_p`` (the same functions in the same
+    order, so the same random draws), which also appends each sampled token's log-probability
+    under the distribution it was drawn from to ``recorded`` (see ``base.Generation``).
+
+    generate_step hands the sampler the log-softmax of the (masked) logits at temperature 1:
+    greedy records it at the argmax; sampling applies top-p to it, scales by 1/temperature and
+    records one more log-softmax of that.  The value is scheduled with the token, so reading it
+    when the token is yielded does not wait for the step generate_step has run ahead.
+    """
+    temp, top_p = sampling.temperature, sampling.top_p
+
+    def sample(logprobs: mx.array) -> mx.array:
+        if temp == 0:
+            token = mx.argmax(logprobs, axis=-1)
+        else:
+            if top_p < 1:
+                logprobs = apply_top_p(logprobs, top_p)
+            token = categorical_sampling(logprobs, temp)
+            scaled = logprobs * (1.0 / temp)
+            logprobs = scaled - mx.logsumexp(scaled, axis=-1, keepdims=True)
+        chosen = mx.take_along_axis(logprobs, token[..., None], axis=-1).squeeze()
+        mx.async_eval(token, chosen)
+        recorded.append(chosen)
+        return token
+
+    return sample
 
 
 def _constrain_logits(matcher: ToolCallMatcher) -> Any:

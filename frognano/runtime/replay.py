@@ -2,7 +2,8 @@
 
 FILE is an episode record written by ``frognano fix --model`` (its assistant messages are
 replayed in order) or a JSON list of reply strings.  It reproduces an episode exactly, which is
-how tests drive the harness end to end and how a surprising episode is debugged.
+how tests drive the harness end to end and how a surprising episode is debugged.  Nothing is
+sampled, so ``Generation.logprobs`` (and ``token_ids``) stay empty.
 """
 
 from __future__ import annotations

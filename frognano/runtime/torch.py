@@ -76,7 +76,9 @@ class TorchModel(LocalModel):
         self.model = model
         self.tokenizer = tokenizer
         self.device = next(model.parameters()).device
-        params = inspect.signature(model.forward).parameters
+        # A peft wrapper (a policy being trained) forwards **kwargs: ask the model underneath.
+        inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+        params = inspect.signature(inner.forward).parameters
         self._cache_arg = "cache" if "cache" in params else "past_key_values"
         # Only the last position's logits are used.  Without this a prefill runs the lm_head over
         # the whole prompt (prompt x vocabulary logits: gigabytes for a 150k vocabulary), which
@@ -143,9 +145,21 @@ class TorchModel(LocalModel):
     def _decoding(self) -> contextlib.AbstractContextManager[Any]:
         return torch.inference_mode()
 
-    def _sampler(self, sampling: Sampling) -> Callable[[torch.Tensor], int]:
+    def _sampler(self, sampling: Sampling) -> Callable[[torch.Tensor], tuple[int, float | None]]:
+        """``sample(logits) -> (token, logprob)``; ``logprob`` is None unless ``sampling.logprobs``.
+
+        ``logits`` are float32 and already masked by the grammar (-inf where not allowed).  The
+        log-probability is the one of the distribution the token was drawn from (see
+        ``base.Generation``): one log-softmax of the tensor the sampler already computed.
+        """
+        record = sampling.logprobs
         if sampling.temperature == 0:
-            return lambda logits: int(torch.argmax(logits))
+            def greedy(logits: torch.Tensor) -> tuple[int, float | None]:
+                token = int(torch.argmax(logits))
+                # No sampling distribution: the temperature-1 log-probability (base.Generation).
+                return token, float(torch.log_softmax(logits, dim=-1)[token]) if record else None
+
+            return greedy
         # Sample where a seeded generator can live: multinomial on MPS takes no generator.
         where = self.device if self.device.type in ("cuda", "cpu") else torch.device("cpu")
         gen = torch.Generator(device=where)
@@ -154,14 +168,20 @@ class TorchModel(LocalModel):
         else:
             gen.seed()
 
-        def sample(logits: torch.Tensor) -> int:
-            probs = torch.softmax(logits.to(where) / sampling.temperature, dim=-1)
+        def sample(logits: torch.Tensor) -> tuple[int, float | None]:
+            scaled = logits.to(where) / sampling.temperature
+            probs = torch.softmax(scaled, dim=-1)
             if sampling.top_p < 1:
                 sorted_probs, order = torch.sort(probs, descending=True)
                 drop = torch.cumsum(sorted_probs, dim=-1) - sorted_probs > sampling.top_p
                 sorted_probs = sorted_probs.masked_fill(drop, 0.0)
-                return int(order[torch.multinomial(sorted_probs, 1, generator=gen)])
-            return int(torch.multinomial(probs, 1, generator=gen))
+                token = int(order[torch.multinomial(sorted_probs, 1, generator=gen)])
+                if not record:
+                    return token, None
+                # Renormalised over the nucleus: minus the log of the mass it keeps.
+                return token, float(torch.log_softmax(scaled, dim=-1)[token] - torch.log(sorted_probs.sum()))
+            token = int(torch.multinomial(probs, 1, generator=gen))
+            return token, float(torch.log_softmax(scaled, dim=-1)[token]) if record else None
 
         return sample
 
@@ -177,14 +197,13 @@ class TorchModel(LocalModel):
                              **{self._cache_arg: self._cache}, **self._keep_last)
             fed.extend(inputs)
             logits = out.logits[0, -1, :].float()
-            if matcher is not None:
-                mask = matcher.allowed()
-                if mask is not None:
-                    logits = logits.masked_fill(~torch.from_numpy(mask).to(logits.device), float("-inf"))
-            token = sample(logits)
+            mask = matcher.allowed() if matcher is not None else None
+            if mask is not None:
+                logits = logits.masked_fill(~torch.from_numpy(mask).to(logits.device), float("-inf"))
+            token, logprob = sample(logits)
             if matcher is not None:
                 matcher.accept(token)
-            if turn.take(token):
+            if turn.take(token, logprob, mask):
                 break
             inputs = [token]
         generation = turn.end(len(prompt))

@@ -1,0 +1,141 @@
+"""``frognano train``'s one configuration: every field defaulted, with help, checked together.
+
+A run directory keeps the configuration it was started with (``config.json``); resuming with a
+different one is refused, naming the fields that differ, so two runs' checkpoints never mix.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from ..errors import UsageError
+from .grpo import GRPOConfig
+
+__all__ = ["PRESETS", "TrainConfig"]
+
+BACKENDS = ("torch", "mlx")
+SAMPLERS = ("frontier", "uniform")
+
+
+@dataclass
+class TrainConfig:
+    repos: list[str] = field(default_factory=list, metadata={
+        "help": "training repositories (green test suites); the tiny preset uses repaired copies "
+                "of the bundled examples"})
+    base_model: str = field(default="tiny", metadata={
+        "help": "the model to train: 'tiny' builds a small random Qwen3 from scratch; else a "
+                "SPEC, torch:PATH_OR_ID"})
+    backend: str = field(default="torch", metadata={"help": "torch (TRL-style GRPO on transformers + peft)"})
+    steps: int = field(default=20, metadata={"help": "optimiser steps"})
+    tasks_per_step: int = field(default=4, metadata={"help": "groups (tasks) per step"})
+    group_size: int = field(default=4, metadata={"help": "episodes per task; their rewards are compared"})
+    refills: int = field(default=4, metadata={
+        "help": "DAPO dynamic sampling: groups whose rewards are all equal carry no gradient, and up "
+                "to this many are replaced by new tasks per step"})
+    max_turns: int = field(default=3, metadata={"help": "assistant turns per episode"})
+    max_new_tokens: int = field(default=48, metadata={"help": "tokens per assistant turn"})
+    temperature: float = field(default=1.0, metadata={"help": "sampling temperature of rollouts"})
+    tools: list[str] = field(default_factory=lambda: ["candidates", "apply", "submit"], metadata={
+        "help": "the harness's tools offered in training episodes (a subset of serving's)"})
+    sampler: str = field(default="frontier", metadata={
+        "help": "task families: frontier (p(1-p) at the learnability frontier) | uniform (ablation)"})
+    frontier: dict[str, Any] = field(default_factory=dict, metadata={
+        "help": "FrontierConfig fields (decay, floor, promote_at, ...)"})
+    tasks_per_repo: int = field(default=16, metadata={"help": "training tasks synthesised per repository"})
+    heldout_per_repo: int = field(default=4, metadata={
+        "help": "held-out tasks per repository (another synthesis seed; never trained on)"})
+    eval_every: int = field(default=5, metadata={"help": "held-out evaluation every N steps (0: only at the end)"})
+    grpo: dict[str, Any] = field(default_factory=lambda: {"learning_rate": 2e-3}, metadata={
+        "help": "GRPOConfig fields (loss_type, epsilon, epsilon_high, beta, learning_rate, lora_rank, ...)"})
+    tiny: dict[str, Any] = field(default_factory=dict, metadata={
+        "help": "build_tiny arguments for base_model 'tiny' (hidden_size, layers, ...)"})
+    export: str = field(default="mlx-4bit", metadata={
+        "help": "export of the final model: mlx-4bit (where mlx is installed) | none"})
+    seed: int = field(default=0, metadata={"help": "seeds the model, the samplers and the rollouts"})
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "tasks_per_step", "group_size", "max_turns", "max_new_tokens",
+                     "tasks_per_repo", "heldout_per_repo"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise UsageError(f"{name} must be an integer >= 1, got {value!r}")
+        if self.group_size < 2:
+            raise UsageError(f"group_size must be at least 2 (GRPO compares a group's episodes), got {self.group_size}")
+        if self.refills < 0 or self.eval_every < 0:
+            raise UsageError("refills and eval_every must not be negative")
+        if self.backend not in BACKENDS:
+            raise UsageError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
+        if self.backend == "mlx":
+            raise UsageError("backend mlx: the MLX trainer is not built yet; use --backend torch")
+        if self.sampler not in SAMPLERS:
+            raise UsageError(f"sampler must be one of {', '.join(SAMPLERS)}, got {self.sampler!r}")
+        if self.base_model != "tiny" and not self.base_model.startswith("torch:"):
+            raise UsageError(f"base_model {self.base_model!r}: give 'tiny' or torch:PATH_OR_ID for backend torch")
+        if self.temperature <= 0:
+            raise UsageError(f"temperature must be positive for rollouts (GRPO needs sampling), got {self.temperature}")
+        if "temperature" in self.grpo and self.grpo["temperature"] != self.temperature:
+            raise UsageError(f"grpo.temperature ({self.grpo['temperature']}) must equal temperature "
+                             f"({self.temperature}): the loss scores episodes at the temperature they were sampled at")
+        from ..repair.harness import TOOL_NAMES
+
+        unknown = sorted(set(self.tools) - set(TOOL_NAMES))
+        if unknown or "submit" not in self.tools:
+            raise UsageError(f"tools must be harness tools including submit; unknown: {', '.join(unknown) or '-'}")
+        if self.export not in ("mlx-4bit", "none"):
+            raise UsageError(f"export must be mlx-4bit or none, got {self.export!r}")
+        self.grpo_config()  # its own checks, with this config's temperature
+
+    def grpo_config(self) -> GRPOConfig:
+        return GRPOConfig(**{**self.grpo, "temperature": self.temperature})
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise UsageError(f"unknown train setting(s): {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+        return cls(**data)
+
+    @classmethod
+    def load(cls, path: Path) -> TrainConfig:
+        """A JSON or TOML file of ``TrainConfig`` fields."""
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"{path}: cannot read the config ({exc.strerror or exc})") from None
+        try:
+            if str(path).endswith(".toml"):
+                import tomllib
+
+                data = tomllib.loads(text)
+            else:
+                data = json.loads(text)
+        except ValueError as exc:
+            raise UsageError(f"{path}: not valid {'TOML' if str(path).endswith('.toml') else 'JSON'} ({exc})") from None
+        if not isinstance(data, dict):
+            raise UsageError(f"{path}: the config must be a table of settings")
+        return cls.from_dict(data)
+
+    def differences(self, other: TrainConfig) -> list[str]:
+        a, b = self.to_dict(), other.to_dict()
+        return [k for k in a if a[k] != b.get(k)]
+
+
+#: Named starting points (``--preset``); flags and ``--config`` override their fields.
+PRESETS: dict[str, dict[str, Any]] = {
+    # From scratch on the bundled examples, CPU, minutes: constrained decoding and the
+    # candidates/apply tools, where choosing well is the learned skill.
+    "tiny": {"base_model": "tiny", "steps": 20, "tasks_per_step": 4, "group_size": 4, "max_turns": 3,
+             "max_new_tokens": 48, "tasks_per_repo": 12, "heldout_per_repo": 4, "eval_every": 5},
+    # The same, shortened for CI: the whole path (synthesis, rollouts, updates, checkpoints,
+    # evaluation, merge, export) in a couple of minutes.
+    "tiny-ci": {"base_model": "tiny", "steps": 3, "tasks_per_step": 2, "group_size": 2, "refills": 1,
+                "max_turns": 2, "max_new_tokens": 32, "tasks_per_repo": 4, "heldout_per_repo": 2,
+                "eval_every": 2},
+}

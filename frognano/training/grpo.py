@@ -1,0 +1,257 @@
+"""GRPO's framework-agnostic pieces: the episode sample, group advantages, DAPO's filters, the
+loss mask, the reference log-probability and the configuration.  Pure Python: the torch and MLX
+trainers (``torch_grpo.py``, and an MLX twin) import these, so both train the same variant and
+the tests can check every piece on plain lists.
+
+The variant, named exactly (each piece below says where it comes from):
+
+* advantages: reward minus the group's mean reward, *not* divided by the group's standard
+  deviation (Dr. GRPO, Liu et al. 2025, "Understanding R1-Zero-Like Training"); dividing by it
+  (GRPO, Shao et al. 2024, DeepSeekMath) is ``scale_rewards="std"``;
+* dynamic sampling (DAPO, Yu et al. 2025): a group whose rewards are all equal has zero
+  advantage everywhere and is dropped rather than diluting the batch;
+* overlong filtering (DAPO): an episode cut off by its turn or token budget is masked out of
+  the loss, so "ran out of budget" is not punished as if it were a wrong answer;
+* infrastructure errors (a sandbox that died, DESIGN invariant: never a 0) never reach a gradient;
+* the surrogate is PPO's clipped ratio with DAPO's asymmetric clip ("clip-higher",
+  epsilon=0.2 below, epsilon_high=0.28 above), token-level normalisation over the batch
+  (``loss_type="dapo"``), and no KL penalty by default (``beta=0``, as DAPO and Dr. GRPO).
+
+Multi-turn episodes: a sample's completion is everything after the prompt, the policy's own
+tokens interleaved with the environment's (tool results, chat-template tokens); ``mask`` marks
+which is which, as nanochat's engine does, and only the policy's tokens are trained.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ..errors import FrogNanoError, UsageError
+
+__all__ = ["LOSS_TYPES", "SCALES", "GRPOConfig", "NonFiniteLossError", "Sample", "all_equal", "dynamic_filter",
+           "group_advantages", "loss_mask", "renormalised_logprob"]
+
+LOSS_TYPES: tuple[str, ...] = ("dapo", "dr_grpo", "grpo")
+SCALES: tuple[str, ...] = ("none", "std")
+#: Added to the group's std before dividing (TRL's value): a group of near-equal rewards gets
+#: large but finite advantages instead of a division by zero.
+STD_EPS = 1e-4
+#: Rewards closer than this count as equal: with std scaling a 1e-12 difference from float
+#: arithmetic in partial-credit rewards would otherwise become a full-size advantage.
+EQUAL_TOL = 1e-9
+
+
+class NonFiniteLossError(FrogNanoError):
+    """A training step produced a NaN or infinite loss (or gradient); nothing was updated."""
+
+
+@dataclass
+class Sample:
+    """One episode, as the trainer sees it: token ids, which of them the policy chose, the
+    log-probabilities it chose them with, and the reward.  ``group`` ties together the episodes
+    of one task (one prompt) whose rewards are compared to each other."""
+
+    prompt_ids: list[int]
+    completion_ids: list[int]  # everything after the prompt: sampled tokens and environment tokens
+    mask: list[int]  # per completion token: 1 sampled by the policy (trained), 0 environment (no loss)
+    # Per completion token: log-probability under the distribution actually sampled (temperature,
+    # grammar mask renormalised, see ``renormalised_logprob``); 0.0 where mask is 0.
+    logprobs: list[float]
+    reward: float
+    group: int
+    truncated: bool = False  # the episode hit its turn or token budget
+    error: bool = False  # an infrastructure failure: the reward means nothing
+    # Per completion token, where constrained decoding restricted it: the tokens the grammar
+    # allowed at that step, as a bitmask over the vocabulary packed little-endian
+    # (``numpy.packbits(mask, bitorder="little")``); None (or a None entry): no restriction.
+    # The trainer renormalises its log-probabilities over the same tokens, so the ratio compares
+    # the policy with the distribution actually sampled.
+    allowed: list[bytes | None] | None = None
+
+    def __post_init__(self) -> None:
+        n = len(self.completion_ids)
+        if self.allowed is not None and len(self.allowed) != n:
+            raise UsageError(f"sample of group {self.group}: allowed ({len(self.allowed)}) must have one "
+                             f"entry per completion token ({n})")
+        if len(self.mask) != n or len(self.logprobs) != n:
+            raise UsageError(
+                f"sample of group {self.group}: completion_ids ({n}), mask ({len(self.mask)}) and "
+                f"logprobs ({len(self.logprobs)}) must have the same length"
+            )
+        if not self.prompt_ids:
+            # The first completion token is predicted from the last prompt token: there must be one.
+            raise UsageError(f"sample of group {self.group}: prompt_ids is empty")
+        if any(m not in (0, 1) for m in self.mask):
+            raise UsageError(f"sample of group {self.group}: mask holds values other than 0 and 1")
+
+
+def all_equal(rewards: Sequence[float]) -> bool:
+    """Whether ``rewards`` are equal to within ``EQUAL_TOL`` (an empty or single reward is)."""
+    return not rewards or max(rewards) - min(rewards) <= EQUAL_TOL
+
+
+def group_advantages(rewards: Sequence[float], *, scale: str = "none") -> list[float]:
+    """The advantages of one group's episodes: each reward minus the group's mean.
+
+    ``scale="none"`` (Dr. GRPO) stops there.  Dividing by the group's standard deviation
+    (``scale="std"``, the original GRPO) makes every group's advantages the same size, which
+    up-weights groups that are nearly all right or all wrong (Dr. GRPO's "question-level
+    difficulty bias"); the std is the sample std (n - 1, as torch's ``std`` and TRL), plus
+    ``STD_EPS``.  ``[1, 0, 0, 0]`` gives ``[0.75, -0.25, -0.25, -0.25]`` unscaled.  A group of
+    equal rewards gets zeros either way (``dynamic_filter`` drops such groups first).
+    """
+    if scale not in SCALES:
+        raise UsageError(f"scale {scale!r}: expected one of {', '.join(SCALES)}")
+    if not rewards:
+        return []
+    if all_equal(rewards):  # exact zeros, not float noise that std scaling would blow up
+        return [0.0] * len(rewards)
+    mean = math.fsum(rewards) / len(rewards)
+    centred = [r - mean for r in rewards]
+    if scale == "none":
+        return centred
+    std = math.sqrt(math.fsum(c * c for c in centred) / (len(rewards) - 1))
+    return [c / (std + STD_EPS) for c in centred]
+
+
+def dynamic_filter(groups: Mapping[int, list[Sample]]) -> tuple[dict[int, list[Sample]], int]:
+    """DAPO's dynamic sampling: ``(kept, dropped)``, the groups that carry a gradient and how
+    many groups were dropped.
+
+    Errored samples are removed from their group first (their reward means nothing, so they
+    may neither earn nor lose; nor may they shift the group's mean).  A group left with fewer
+    than 2 samples has no one to be compared with, and a group whose rewards are all equal has
+    zero advantage everywhere: both are dropped, rather than counted in the batch's token
+    total where they would only shrink the other groups' updates.  Group order is kept.
+    """
+    kept: dict[int, list[Sample]] = {}
+    dropped = 0
+    for key, samples in groups.items():
+        clean = [s for s in samples if not s.error]
+        if len(clean) < 2 or all_equal([s.reward for s in clean]):
+            dropped += 1
+            continue
+        kept[key] = clean
+    return kept, dropped
+
+
+def loss_mask(sample: Sample, *, mask_truncated: bool = True) -> list[int]:
+    """Which completion tokens the loss counts: the policy's own tokens (``sample.mask``), none
+    of an errored episode's, and none of a truncated one's when ``mask_truncated`` (DAPO's
+    overlong filtering: an episode that ran out of budget was not necessarily wrong)."""
+    if sample.error or (mask_truncated and sample.truncated):
+        return [0] * len(sample.mask)
+    return list(sample.mask)
+
+
+def renormalised_logprob(logits: Sequence[float], allowed: set[int] | None, token: int,
+                         temperature: float) -> float:
+    """log p(token) where p = softmax(logits / temperature) restricted to ``allowed`` (the
+    grammar mask; None: every token) and renormalised over it: what a constrained sampler
+    draws from, so what a backend must record in ``Sample.logprobs``.
+
+    The reference the backends are tested against: plain ``math`` in float64, log-sum-exp
+    shifted by the maximum.  A token outside ``allowed`` has probability 0: ``-inf``.
+    Temperature 0 (greedy) is no distribution and is refused.
+    """
+    if not temperature > 0:
+        raise UsageError(f"temperature must be positive, got {temperature}")
+    n = len(logits)
+    if not 0 <= token < n:
+        raise UsageError(f"token {token} is outside the vocabulary of {n} logits")
+    ids = range(n) if allowed is None else sorted(allowed)
+    if not ids:
+        raise UsageError("the allowed set is empty: nothing can be sampled")
+    if ids[0] < 0 or ids[-1] >= n:
+        raise UsageError(f"allowed token ids must lie in [0, {n}), got {ids[0]}..{ids[-1]}")
+    if allowed is not None and token not in allowed:
+        return -math.inf
+    scaled = [float(logits[i]) / temperature for i in ids]
+    top = max(scaled)
+    log_z = top + math.log(math.fsum(math.exp(x - top) for x in scaled))
+    return float(logits[token]) / temperature - log_z
+
+
+def _help(text: str) -> dict[str, str]:
+    return {"help": text}
+
+
+@dataclass
+class GRPOConfig:
+    """How a GRPO step is computed.  Every field has a default and a help string; ``__post_init__``
+    checks ranges and the fields against each other (``UsageError`` naming both)."""
+
+    loss_type: str = field(default="dapo", metadata=_help(
+        "how the per-token losses become one number: 'dapo' (sum over every trained token of the batch "
+        "/ their count: each token weighs the same, long episodes are not diluted); 'dr_grpo' (sum / "
+        "(max_completion_length x batch size): a constant, so no length bias at all); 'grpo' (mean per "
+        "episode, then mean over episodes: the original, which favours short right answers and long "
+        "wrong ones)"))
+    epsilon: float = field(default=0.2, metadata=_help(
+        "lower clip of the probability ratio: a token's ratio below 1 - epsilon gains nothing more (PPO)"))
+    epsilon_high: float = field(default=0.28, metadata=_help(
+        "upper clip of the ratio, 1 + epsilon_high (DAPO clip-higher: more room above than below lets "
+        "rare tokens that paid off grow, which keeps entropy from collapsing); equal to epsilon: PPO's "
+        "symmetric clip"))
+    beta: float = field(default=0.0, metadata=_help(
+        "weight of the KL penalty to the reference model (the base model: LoRA adapters disabled), k3 "
+        "estimator; 0: no penalty and no reference forward pass (DAPO, Dr. GRPO: with verifiable "
+        "rewards the KL term mostly slows learning)"))
+    scale_rewards: str = field(default="none", metadata=_help(
+        "'none': advantage = reward - group mean (Dr. GRPO); 'std': also divided by the group's std "
+        "(original GRPO; up-weights nearly-solved and nearly-hopeless tasks)"))
+    mask_truncated: bool = field(default=True, metadata=_help(
+        "leave episodes that hit their turn or token budget out of the loss (DAPO overlong filtering)"))
+    temperature: float = field(default=1.0, metadata=_help(
+        "the sampler's temperature; the trainer divides its logits by the same value, so the ratio "
+        "compares the policy with the distribution the episodes were drawn from"))
+    learning_rate: float = field(default=1e-5, metadata=_help(
+        "AdamW learning rate of the LoRA weights (LoRA wants about 10x a full fine-tune's rate)"))
+    max_grad_norm: float = field(default=1.0, metadata=_help(
+        "clip the gradient's global L2 norm to this before the step; 0: no clipping"))
+    lora_rank: int = field(default=8, metadata=_help("rank r of the LoRA adapters"))
+    lora_alpha: float = field(default=16.0, metadata=_help(
+        "LoRA scale numerator: the adapter's update is multiplied by lora_alpha / lora_rank"))
+    lora_targets: tuple[str, ...] = field(default=("q_proj", "k_proj", "v_proj", "o_proj"), metadata=_help(
+        "module names that get LoRA adapters (the attention projections of Qwen-style models)"))
+    max_completion_length: int = field(default=8192, metadata=_help(
+        "most tokens after the prompt an episode may hold (the policy's and the environment's); "
+        "'dr_grpo' divides by it, and refuses longer episodes"))
+
+    def __post_init__(self) -> None:
+        if self.loss_type not in LOSS_TYPES:
+            raise UsageError(f"loss_type {self.loss_type!r}: expected one of {', '.join(LOSS_TYPES)}")
+        if self.scale_rewards not in SCALES:
+            raise UsageError(f"scale_rewards {self.scale_rewards!r}: expected one of {', '.join(SCALES)}")
+        if not 0 < self.epsilon < 1:
+            raise UsageError(f"epsilon must lie in (0, 1), got {self.epsilon}")
+        if not self.epsilon_high >= self.epsilon:
+            raise UsageError(
+                f"epsilon_high ({self.epsilon_high}) must be at least epsilon ({self.epsilon}): "
+                "clip-higher widens the upper clip, never narrows it"
+            )
+        if not self.beta >= 0:
+            raise UsageError(f"beta must not be negative, got {self.beta}")
+        if not self.temperature > 0:
+            raise UsageError(f"temperature must be positive, got {self.temperature} (greedy episodes "
+                             "have no distribution to train on)")
+        if not self.learning_rate > 0:
+            raise UsageError(f"learning_rate must be positive, got {self.learning_rate}")
+        if not self.max_grad_norm >= 0:
+            raise UsageError(f"max_grad_norm must not be negative, got {self.max_grad_norm}")
+        if self.lora_rank < 1:
+            raise UsageError(f"lora_rank must be at least 1, got {self.lora_rank}")
+        if not self.lora_alpha > 0:
+            raise UsageError(f"lora_alpha must be positive, got {self.lora_alpha}")
+        if not self.lora_targets:
+            raise UsageError("lora_targets is empty: no weights would train")
+        if self.max_completion_length < 1:
+            raise UsageError(f"max_completion_length must be at least 1, got {self.max_completion_length}")
+        if self.loss_type == "dr_grpo" and self.scale_rewards == "std":
+            # Dr. GRPO is defined as removing *both* biases; std scaling brings one back.
+            raise UsageError(
+                "loss_type 'dr_grpo' with scale_rewards 'std' reintroduces the difficulty bias Dr. GRPO "
+                "removes: use scale_rewards 'none' with loss_type 'dr_grpo'"
+            )

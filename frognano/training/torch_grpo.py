@@ -1,0 +1,244 @@
+"""GRPO on torch, with LoRA adapters (peft) on a transformers causal LM.
+
+The exact variant (pieces in ``grpo.py``):
+
+* baseline: the group's mean reward; advantages *not* divided by the group's std by default
+  (Dr. GRPO; ``scale_rewards="std"`` is the original GRPO);
+* batch: DAPO dynamic sampling (groups of equal rewards dropped), infrastructure errors removed
+  before the baseline, truncated episodes masked out of the loss (DAPO overlong filtering),
+  environment tokens of multi-turn episodes never trained;
+* surrogate: PPO's clipped ratio min(r A, clip(r, 1 - epsilon, 1 + epsilon_high) A) with DAPO's
+  clip-higher (0.2 / 0.28), r = pi_theta / pi_sampler per token, the sampler's log-probabilities
+  taken from the episode (``Sample.logprobs``);
+* KL: none by default (``beta=0``); with ``beta > 0`` the k3 estimator (Schulman 2020;
+  exp(ref - new) - (ref - new) - 1, as GRPO) to the base model, i.e. the LoRA adapters disabled;
+* normalisation: token level over the whole batch (``loss_type="dapo"``), or the constant
+  max_completion_length x batch (``"dr_grpo"``), or per-episode mean then batch mean (``"grpo"``);
+* optimiser: AdamW on the LoRA weights only, global gradient-norm clipping, one step per batch.
+
+The ratio is that of the distribution actually sampled: where the rollout sampled under the
+tool-call grammar, the episode records each step's allowed tokens (``Sample.allowed``) and the
+trainer renormalises the policy's log-probabilities over the same tokens
+(``grpo.renormalised_logprob`` is the reference), so on-policy the ratio is 1 to float
+precision (measured on the tiny model: recomputed against recorded, max difference ~1e-6).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from ..errors import UsageError
+from .grpo import GRPOConfig, NonFiniteLossError, Sample, all_equal, dynamic_filter, group_advantages, loss_mask
+
+__all__ = ["grpo_loss", "grpo_step", "lora_model", "make_optimizer", "sequence_logprobs"]
+
+
+def lora_model(model: Any, config: GRPOConfig) -> Any:
+    """``model`` wrapped by peft with LoRA adapters (rank ``lora_rank``, scale ``lora_alpha /
+    lora_rank``) on the modules named in ``lora_targets``; only the adapters train.
+
+    Dropout is 0 so that a training forward pass is the same function the sampler ran: with
+    dropout the ratio of an on-policy token would be noise around 1 and the clip would bite
+    at random.  ``UsageError`` when a target module does not exist in ``model``.
+    """
+    from peft import LoraConfig, get_peft_model
+
+    present = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
+    missing = [t for t in config.lora_targets if t not in present]
+    if missing:
+        raise UsageError(f"lora_targets {missing} name no module of {type(model).__name__}")
+    lora = LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha, target_modules=list(config.lora_targets),
+                      lora_dropout=0.0, bias="none", task_type="CAUSAL_LM")
+    return get_peft_model(model, lora)
+
+
+def make_optimizer(model: Any, config: GRPOConfig) -> torch.optim.Optimizer:
+    """AdamW over the trainable (LoRA) parameters at ``learning_rate``; no weight decay, so the
+    only pull back toward the base model is the explicit ``beta`` term."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    if not params:
+        raise UsageError("the model has no trainable parameters (wrap it with lora_model first)")
+    return torch.optim.AdamW(params, lr=config.learning_rate, weight_decay=0.0)
+
+
+def sequence_logprobs(model: Any, samples: list[Sample], *, temperature: float = 1.0) -> list[torch.Tensor]:
+    """Per completion token, log p(token | everything before it) under ``model``: one teacher-
+    forced forward pass over prompt + completion (right-padded into one batch), a 1-D float32
+    tensor per sample, one entry per completion token (environment tokens included; the loss
+    mask drops them), differentiable.
+
+    Temperature 1 by default because the policy being optimised is the model's own next-token
+    distribution, softmax(logits).  An episode drawn at temperature T came from
+    softmax(logits / T), and GRPO's ratio must compare the policy with that distribution, so the
+    trainer passes ``GRPOConfig.temperature`` (TRL divides by the sampling temperature too).
+    Where ``Sample.allowed`` records the grammar's mask, the log-probabilities are renormalised
+    over the allowed tokens, as they were when sampled.
+    """
+    if not samples:
+        return []
+    if not temperature > 0:
+        raise UsageError(f"temperature must be positive, got {temperature}")
+    device = next(model.parameters()).device
+    seqs = [s.prompt_ids + s.completion_ids for s in samples]
+    width = max(len(q) for q in seqs)
+    ids = torch.zeros((len(seqs), width), dtype=torch.long)
+    attention = torch.zeros((len(seqs), width), dtype=torch.long)
+    for i, q in enumerate(seqs):
+        ids[i, : len(q)] = torch.tensor(q, dtype=torch.long)
+        attention[i, : len(q)] = 1
+    ids, attention = ids.to(device), attention.to(device)
+    # Right padding: real tokens keep positions 0..n-1 and a causal model never looks ahead at
+    # the pads, so the padded batch scores each sequence exactly as it would score it alone.
+    logits = model(input_ids=ids, attention_mask=attention, use_cache=False).logits
+    out = []
+    for i, s in enumerate(samples):
+        p, c = len(s.prompt_ids), len(s.completion_ids)
+        # Position t's logits predict token t + 1: the completion is predicted from p - 1 on.
+        # float32 before the softmax: bf16 log-probabilities are too coarse for a ratio near 1.
+        rows = logits[i, p - 1 : p - 1 + c].float() / temperature
+        if s.allowed is not None and any(a is not None for a in s.allowed):
+            rows = rows.masked_fill(~_allowed_rows(s.allowed, rows.shape[-1], rows.device), float("-inf"))
+        out.append(torch.log_softmax(rows, dim=-1).gather(-1, ids[i, p : p + c, None]).squeeze(-1))
+    return out
+
+
+def _allowed_rows(allowed: list[bytes | None], vocab: int, device: Any) -> torch.Tensor:
+    """``Sample.allowed`` as a bool matrix (completion tokens x vocabulary); True where allowed."""
+    import numpy as np
+
+    rows = np.ones((len(allowed), vocab), dtype=bool)
+    for t, packed in enumerate(allowed):
+        if packed is not None:
+            bits = np.unpackbits(np.frombuffer(packed, dtype=np.uint8), bitorder="little")[:vocab]
+            rows[t, : len(bits)] = bits.astype(bool)
+            rows[t, len(bits):] = False
+    return torch.from_numpy(rows).to(device)
+
+
+def grpo_loss(model: Any, samples: list[Sample], advantages: list[float],
+              config: GRPOConfig) -> tuple[torch.Tensor, dict[str, float]]:
+    """The clipped-surrogate loss of ``samples`` (one advantage each) and its statistics.
+
+    Stats: ``tokens`` (trained tokens), ``ratio_mean``, ``clip_low_fraction`` / ``clip_high_fraction``
+    (share of trained tokens where the clip took the gradient away: ratio below 1 - epsilon with
+    a negative advantage, above 1 + epsilon_high with a positive one, as TRL counts them), ``kl``
+    (mean k3 estimate, only when beta > 0).
+    """
+    if len(advantages) != len(samples):
+        raise UsageError(f"{len(samples)} samples but {len(advantages)} advantages")
+    if not samples:
+        raise UsageError("grpo_loss needs at least one sample")
+    if config.loss_type == "dr_grpo":
+        longest = max(len(s.completion_ids) for s in samples)
+        if longest > config.max_completion_length:
+            raise UsageError(f"an episode holds {longest} completion tokens, more than max_completion_length "
+                             f"({config.max_completion_length}) by which loss_type 'dr_grpo' divides")
+    if config.beta > 0 and not hasattr(model, "disable_adapter"):
+        raise UsageError(f"beta {config.beta} needs a reference model: wrap the model with lora_model, "
+                         "whose disabled adapters are the reference")
+    new = sequence_logprobs(model, samples, temperature=config.temperature)
+    device = new[0].device
+    ref = None
+    if config.beta > 0:
+        with torch.no_grad(), model.disable_adapter():
+            ref = sequence_logprobs(model, samples, temperature=config.temperature)
+
+    sums, counts = [], []
+    ratio_sum = clip_low = clip_high = kl_sum = 0.0
+    for i, (s, a) in enumerate(zip(samples, advantages)):
+        mask = torch.tensor(loss_mask(s, mask_truncated=config.mask_truncated), dtype=torch.float32, device=device)
+        old = torch.tensor(s.logprobs, dtype=torch.float32, device=device)
+        # Untrained positions get log-ratio 0 via where (not a product), so a NaN or huge value
+        # recorded for an environment token cannot leak into the loss or the gradient.
+        log_ratio = torch.where(mask > 0, new[i] - old, torch.zeros_like(old))
+        ratio = torch.exp(log_ratio)
+        clipped = torch.clamp(ratio, 1 - config.epsilon, 1 + config.epsilon_high)
+        per_token = -torch.minimum(ratio * a, clipped * a)
+        if ref is not None:
+            d = torch.where(mask > 0, ref[i] - new[i], torch.zeros_like(old))
+            kl = torch.exp(d) - d - 1
+            per_token = per_token + config.beta * kl
+            kl_sum += float((kl.detach() * mask).sum())
+        sums.append((per_token * mask).sum())
+        counts.append(mask.sum())
+        with torch.no_grad():
+            r = ratio.detach()
+            ratio_sum += float((r * mask).sum())
+            if a < 0:
+                clip_low += float(((r < 1 - config.epsilon).float() * mask).sum())
+            elif a > 0:
+                clip_high += float(((r > 1 + config.epsilon_high).float() * mask).sum())
+
+    tokens = float(sum(float(c) for c in counts))
+    total = torch.stack(sums).sum()
+    if config.loss_type == "dapo":
+        loss = total / max(tokens, 1.0)
+    elif config.loss_type == "dr_grpo":
+        loss = total / (config.max_completion_length * len(samples))
+    else:  # "grpo": an episode with no trained token still counts in the mean (as TRL's clamp(min=1))
+        loss = torch.stack([s / torch.clamp(c, min=1.0) for s, c in zip(sums, counts)]).mean()
+    denominator = max(tokens, 1.0)
+    stats = {"tokens": tokens, "ratio_mean": ratio_sum / denominator, "clip_low_fraction": clip_low / denominator,
+             "clip_high_fraction": clip_high / denominator}
+    if ref is not None:
+        stats["kl"] = kl_sum / denominator
+    return loss, stats
+
+
+def grpo_step(model: Any, optimizer: torch.optim.Optimizer, samples: list[Sample],
+              config: GRPOConfig) -> dict[str, float]:
+    """One GRPO update from a batch of episodes (several groups): filter, advantages, loss,
+    backward, clip, step.
+
+    Returns ``loss``, ``grad_norm`` (before clipping), ``kept_groups``, ``dropped_groups``,
+    ``zero_variance_fraction`` (share of the groups with at least 2 clean episodes whose rewards
+    were all equal: DAPO's sign that the tasks are too easy or too hard), ``errors``,
+    ``reward_mean`` (clean episodes), ``samples`` (in the loss), ``stepped`` (1.0 or 0.0) and
+    ``grpo_loss``'s stats.  Nothing is stepped when no group carries a gradient or no token is
+    trained: Adam's momentum would otherwise move the weights on a zero gradient.  A NaN or
+    infinite loss or gradient raises ``NonFiniteLossError`` with the weights untouched.
+    """
+    groups: dict[int, list[Sample]] = {}
+    for s in samples:
+        groups.setdefault(s.group, []).append(s)
+    kept, dropped = dynamic_filter(groups)
+    clean = {k: [s for s in g if not s.error] for k, g in groups.items()}
+    comparable = [g for g in clean.values() if len(g) >= 2]
+    flat = [s for g in clean.values() for s in g]
+    stats: dict[str, float] = {
+        "kept_groups": float(len(kept)), "dropped_groups": float(dropped),
+        "zero_variance_fraction": (sum(all_equal([s.reward for s in g]) for g in comparable) / len(comparable)
+                                   if comparable else 0.0),
+        "errors": float(sum(s.error for s in samples)),
+        "reward_mean": math.fsum(s.reward for s in flat) / len(flat) if flat else 0.0,
+        "samples": 0.0, "loss": 0.0, "grad_norm": 0.0, "tokens": 0.0, "stepped": 0.0,
+    }
+    batch: list[Sample] = []
+    advantages: list[float] = []
+    for group in kept.values():
+        batch.extend(group)
+        advantages.extend(group_advantages([s.reward for s in group], scale=config.scale_rewards))
+    stats["samples"] = float(len(batch))
+    if not any(any(loss_mask(s, mask_truncated=config.mask_truncated)) for s in batch):
+        return stats
+
+    optimizer.zero_grad(set_to_none=True)
+    loss, loss_stats = grpo_loss(model, batch, advantages, config)
+    stats.update(loss_stats)
+    if not torch.isfinite(loss):
+        raise NonFiniteLossError(f"the GRPO loss is {loss.item()} on {len(batch)} episodes of {len(kept)} groups "
+                                 "(check the episodes' logprobs and rewards); no step was taken")
+    loss.backward()
+    params = [p for p in model.parameters() if p.requires_grad]
+    # max_norm inf still returns the norm, and scales by min(1, inf) = 1: no clipping.
+    norm = float(torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm or math.inf))
+    if not math.isfinite(norm):
+        optimizer.zero_grad(set_to_none=True)
+        raise NonFiniteLossError(f"the gradient norm is {norm} (loss {loss.item()}); no step was taken")
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    stats.update(loss=loss.item(), grad_norm=norm, stepped=1.0)
+    return stats

@@ -1,0 +1,125 @@
+"""``frognano train``: the whole path on the tiny preset, kill-and-resume, and the pieces."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from frognano.errors import UsageError
+from frognano.training.config import PRESETS, TrainConfig
+from frognano.training.loop import RunDir, TaskPool
+from frognano.training.tasks import parse_row
+
+from ..conftest import write_project
+from .conftest import ADD
+
+
+def _frognano(*args: str, cwd: Path, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "frognano", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=900, **kw)
+
+
+def test_config_checks_fields_against_each_other():
+    assert TrainConfig(**PRESETS["tiny"]).grpo_config().temperature == 1.0
+    with pytest.raises(UsageError, match="group_size"):
+        TrainConfig(group_size=1)
+    with pytest.raises(UsageError, match="grpo.temperature"):
+        TrainConfig(grpo={"temperature": 0.5})
+    with pytest.raises(UsageError, match="submit"):
+        TrainConfig(tools=["apply"])
+    with pytest.raises(UsageError, match="unknown train setting"):
+        TrainConfig.from_dict({"stepz": 3})
+    with pytest.raises(UsageError, match="epsilon_high"):
+        TrainConfig(grpo={"epsilon": 0.3, "epsilon_high": 0.2})
+
+
+def test_a_run_directory_is_never_mixed_with_another_config(tmp_path):
+    run = RunDir(tmp_path / "run")
+    assert run.start(TrainConfig(steps=3), resume=False) is None
+    with pytest.raises(UsageError, match="--resume"):
+        run.start(TrainConfig(steps=3), resume=False)
+    with pytest.raises(UsageError, match="steps"):
+        run.start(TrainConfig(steps=4), resume=True)
+    with pytest.raises(UsageError, match="no run to resume"):
+        RunDir(tmp_path / "other").start(TrainConfig(), resume=True)
+
+
+def test_the_pool_serves_a_promoted_hint_with_the_same_bugs(arith_tasks):
+    tasks = [parse_row({**t, "bug_function": "add", "bug_path": "arith/ops.py"}) for t in arith_tasks]
+    pool = TaskPool(tasks, seed=0)
+    assert pool.families == ["binop-b1-function-d0", "negate-b1-file-d1"]
+    first, again = pool.draw("binop-b1-function-d0"), pool.draw("binop-b1-function-d0")
+    assert first.instance_id == again.instance_id == "arith.A"  # one task in the family: cycles
+    weaker = pool.draw("binop-b1-test-d0")  # promoted: the same bug, only the failing test named
+    assert weaker.instance_id == "arith.A" and weaker.family == "binop-b1-test-d0"
+    assert weaker.hint == f"Failing test: {ADD}"
+    assert pool.cursor["binop-b1-function-d0"] == 2 and pool.cursor["binop-b1-test-d0"] == 1
+
+
+def _rows(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+
+
+@pytest.mark.slow
+def test_the_tiny_preset_trains_and_its_model_serves(tmp_path):
+    run = tmp_path / "run"
+    done = _frognano("train", "--preset", "tiny-ci", "-o", str(run), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = _rows(run)
+    assert [r["step"] for r in rows] == [0, 1, 2, 3]  # 0: the untrained model's held-out rate
+    assert rows[0]["eval"]["tasks"] > 0
+    rows = rows[1:]
+    for r in rows:  # reward, dynamic sampling and the frontier, every step
+        assert {"reward_mean", "zero_variance_fraction", "refills", "frontier", "stepped"} <= set(r)
+        assert r["frontier"] and all(0 <= p <= 1 for p in r["frontier"].values())
+    assert "eval" in rows[1] and "eval" in rows[2] and rows[2]["eval"]["tasks"] > 0
+    final = (run / "final").resolve()
+    assert f"--model torch:{final}" in done.stdout and f'"frognano.model": "torch:{final}"' in done.stdout
+    # The merged model repairs through `frognano fix` (a bug the search cannot undo: a deleted
+    # statement, so the model's episode runs) ...
+    project = write_project(tmp_path / "collect", {
+        "collect.py": "def evens(xs):\n    out = []\n    for x in xs:\n        if x % 2 == 0:\n            pass\n    return out\n",
+        "test_collect.py": "from collect import evens\n\n\ndef test_evens():\n    assert evens([1, 2, 4]) == [2, 4]\n",
+    })
+    fixed = _frognano("fix", str(project), "--model", f"torch:{final}", "--episodes", "1", "--json", cwd=tmp_path)
+    report = json.loads(fixed.stdout)
+    assert report["status"] in ("unfixed", "fixed"), report
+    assert report["episodes"] and report["episodes"][0]["status"] != "model_error"
+    # ... and the export loads in the MLX backend.
+    if (run / "final-mlx-4bit").exists():
+        from frognano.runtime.base import Sampling, load_model
+
+        model = load_model(f"mlx:{run / 'final-mlx-4bit'}")
+        assert model.generate([{"role": "user", "content": "hi"}], sampling=Sampling(max_tokens=4)).token_ids
+
+
+@pytest.mark.slow
+def test_a_killed_run_resumes_without_counting_a_step_twice(tmp_path):
+    run = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "frognano", "train", "--preset", "tiny-ci", "-o", str(run)],
+                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 600
+        while not (run / "latest").exists():
+            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGKILL)  # mid-run, after the first checkpoint
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert not (run / "final").exists()
+    other = _frognano("train", "--preset", "tiny-ci", "--steps", "5", "-o", str(run), "--resume", cwd=tmp_path)
+    assert other.returncode == 2 and "another config" in other.stderr
+    done = _frognano("train", "--preset", "tiny-ci", "-o", str(run), "--resume", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert [r["step"] for r in _rows(run)] == [0, 1, 2, 3]
+    assert (run / "final" / "config.json").exists()
