@@ -286,3 +286,13 @@ def describe_settings() -> str:
     return "\n".join(f"{f.name} = {getattr(defaults, f.name)!r}  # {f.metadata.get('help', '')}"
                      for f in fields(Settings))
 
+
+def from_fields(cls: Any, data: Mapping[str, Any], what: str) -> Any:
+    """``cls(**data)`` for a dataclass, naming every key of ``data`` that is not one of its
+    fields (``what``: how the message calls them, e.g. "train setting")."""
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise UsageError(f"unknown {what}(s): {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+    return cls(**data)
+

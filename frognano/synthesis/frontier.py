@@ -28,7 +28,7 @@ import random
 import re
 import tempfile
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
@@ -242,11 +242,9 @@ class FrontierConfig:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> FrontierConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise UsageError(f"unknown FrontierConfig field(s): {', '.join(unknown)}")
-        return cls(**data)
+        from ..config import from_fields
+
+        return from_fields(cls, data, "FrontierConfig field")
 
 
 # --------------------------------------------------------------------------------------------

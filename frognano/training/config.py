@@ -7,7 +7,7 @@ different one is refused, naming the fields that differ, so two runs' checkpoint
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -96,11 +96,9 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise UsageError(f"unknown train setting(s): {', '.join(unknown)} (known: {', '.join(sorted(known))})")
-        return cls(**data)
+        from ..config import from_fields
+
+        return from_fields(cls, data, "train setting")
 
     @classmethod
     def load(cls, path: Path) -> TrainConfig:
