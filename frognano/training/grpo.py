@@ -255,3 +255,37 @@ class GRPOConfig:
                 "loss_type 'dr_grpo' with scale_rewards 'std' reintroduces the difficulty bias Dr. GRPO "
                 "removes: use scale_rewards 'none' with loss_type 'dr_grpo'"
             )
+
+
+def assemble(samples: list[Sample], config: GRPOConfig) -> tuple[list[Sample], list[float], dict[str, float]]:
+    """The batch a GRPO step's loss sees (the clean episodes of the groups ``dynamic_filter``
+    keeps, in order), one advantage each (``group_advantages``), and the step's statistics so
+    far: ``kept_groups``, ``dropped_groups``, ``zero_variance_fraction`` (share of the groups
+    with at least 2 clean episodes whose rewards were all equal: DAPO's sign that the tasks are
+    too easy or too hard), ``errors``, ``reward_mean`` (clean episodes), ``samples`` (in the
+    loss), and ``loss``, ``grad_norm``, ``tokens``, ``stepped`` at 0 until a step sets them.
+    Both trainers (``torch_grpo``, ``mlx_grpo``) count through this one function."""
+    import math
+
+    groups: dict[int, list[Sample]] = {}
+    for s in samples:
+        groups.setdefault(s.group, []).append(s)
+    kept, dropped = dynamic_filter(groups)
+    clean = [[s for s in g if not s.error] for g in groups.values()]
+    comparable = [g for g in clean if len(g) >= 2]
+    flat = [s for g in clean for s in g]
+    batch: list[Sample] = []
+    advantages: list[float] = []
+    for group in kept.values():
+        batch.extend(group)
+        advantages.extend(group_advantages([s.reward for s in group], scale=config.scale_rewards))
+    stats = {
+        "kept_groups": float(len(kept)), "dropped_groups": float(dropped),
+        "zero_variance_fraction": (sum(all_equal([s.reward for s in g]) for g in comparable) / len(comparable)
+                                   if comparable else 0.0),
+        "errors": float(sum(s.error for s in samples)),
+        "reward_mean": math.fsum(s.reward for s in flat) / len(flat) if flat else 0.0,
+        "samples": float(len(batch)), "loss": 0.0, "grad_norm": 0.0, "tokens": 0.0, "stepped": 0.0,
+    }
+    return batch, advantages, stats
+

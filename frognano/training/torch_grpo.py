@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from ..errors import UsageError
-from .grpo import GRPOConfig, NonFiniteLossError, Sample, all_equal, dynamic_filter, group_advantages, loss_mask
+from .grpo import GRPOConfig, NonFiniteLossError, Sample, assemble, loss_mask
 
 __all__ = ["grpo_loss", "grpo_step", "lora_model", "make_optimizer", "sequence_logprobs"]
 
@@ -201,27 +201,7 @@ def grpo_step(model: Any, optimizer: torch.optim.Optimizer, samples: list[Sample
     trained: Adam's momentum would otherwise move the weights on a zero gradient.  A NaN or
     infinite loss or gradient raises ``NonFiniteLossError`` with the weights untouched.
     """
-    groups: dict[int, list[Sample]] = {}
-    for s in samples:
-        groups.setdefault(s.group, []).append(s)
-    kept, dropped = dynamic_filter(groups)
-    clean = {k: [s for s in g if not s.error] for k, g in groups.items()}
-    comparable = [g for g in clean.values() if len(g) >= 2]
-    flat = [s for g in clean.values() for s in g]
-    stats: dict[str, float] = {
-        "kept_groups": float(len(kept)), "dropped_groups": float(dropped),
-        "zero_variance_fraction": (sum(all_equal([s.reward for s in g]) for g in comparable) / len(comparable)
-                                   if comparable else 0.0),
-        "errors": float(sum(s.error for s in samples)),
-        "reward_mean": math.fsum(s.reward for s in flat) / len(flat) if flat else 0.0,
-        "samples": 0.0, "loss": 0.0, "grad_norm": 0.0, "tokens": 0.0, "stepped": 0.0,
-    }
-    batch: list[Sample] = []
-    advantages: list[float] = []
-    for group in kept.values():
-        batch.extend(group)
-        advantages.extend(group_advantages([s.reward for s in group], scale=config.scale_rewards))
-    stats["samples"] = float(len(batch))
+    batch, advantages, stats = assemble(samples, config)
     if not any(any(loss_mask(s, mask_truncated=config.mask_truncated)) for s in batch):
         return stats
 
@@ -229,7 +209,7 @@ def grpo_step(model: Any, optimizer: torch.optim.Optimizer, samples: list[Sample
     loss, loss_stats = grpo_loss(model, batch, advantages, config)
     stats.update(loss_stats)
     if not torch.isfinite(loss):
-        raise NonFiniteLossError(f"the GRPO loss is {loss.item()} on {len(batch)} episodes of {len(kept)} groups "
+        raise NonFiniteLossError(f"the GRPO loss is {loss.item()} on {len(batch)} episodes of {int(stats['kept_groups'])} groups "
                                  "(check the episodes' logprobs and rewards); no step was taken")
     loss.backward()
     params = [p for p in model.parameters() if p.requires_grad]
