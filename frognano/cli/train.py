@@ -51,18 +51,22 @@ class _Bar:
               help="The model to train: torch:PATH_OR_ID, or 'tiny' (random, from scratch).")
 @click.option("-o", "--output", "out", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Run directory: config, metrics, checkpoints, the final model.")
-@click.option("--backend", type=click.Choice(["torch", "mlx"]), default=None, help="Training backend (torch).")
+@click.option("--backend", type=click.Choice(["torch", "mlx"]), default=None, help="Training backend: torch.  (mlx: the MLX GRPO step exists, but the loop does not use it yet, so it is refused.)")
 @click.option("--steps", type=click.IntRange(min=1), default=None, help="Optimiser steps.")
 @click.option("--sampler", type=click.Choice(["frontier", "uniform"]), default=None,
               help="Task families: the learnability frontier, or uniform (the ablation).")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="A JSON or TOML file of settings (see frognano/training/config.py); flags override it.")
 @click.option("--seed", type=int, default=None, help="Seeds the model, samplers and rollouts.")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Rollout workers: processes (or Ray actors), each with its own copy of the policy.")
+@click.option("--ray", "ray", metavar="ADDRESS", default=None,
+              help="Roll out on Ray actors (--workers of them): a cluster address, 'auto', or 'local'.")
 @click.option("--resume", is_flag=True, help="Continue the run in the output directory from its last checkpoint.")
 @click.option("-v", "--verbose", count=True, help="Log more (-v steps, -vv details).")
 def train_command(preset: str | None, repos: tuple[Path, ...], base_model: str | None, out: Path,
                   backend: str | None, steps: int | None, sampler: str | None, config_file: Path | None,
-                  seed: int | None, resume: bool, verbose: int) -> None:
+                  seed: int | None, workers: int | None, ray: str | None, resume: bool, verbose: int) -> None:
     """Train the repair model by reinforcement learning on your repositories' own tests.
 
     Bugs are synthesised in the repositories (their suites must pass), the model repairs them
@@ -86,7 +90,8 @@ def train_command(preset: str | None, repos: tuple[Path, ...], base_model: str |
         if config_file is not None:
             values.update(TrainConfig.load(config_file).to_dict())
         flags = {"repos": [str(Path(r).resolve()) for r in repos] or None, "base_model": base_model,
-                 "backend": backend, "steps": steps, "sampler": sampler, "seed": seed}
+                 "backend": backend, "steps": steps, "sampler": sampler, "seed": seed, "workers": workers,
+                 "ray": ray}
         values.update({k: v for k, v in flags.items() if v is not None})
         config = TrainConfig.from_dict(values)
         for repo in config.repos:

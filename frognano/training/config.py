@@ -55,6 +55,11 @@ class TrainConfig:
     export: str = field(default="mlx-4bit", metadata={
         "help": "export of the final model: mlx-4bit (where mlx is installed) | none"})
     seed: int = field(default=0, metadata={"help": "seeds the model, the samplers and the rollouts"})
+    workers: int = field(default=1, metadata={
+        "help": "rollout workers: 1 rolls out in the learner's process; more run the groups of a step "
+                "on that many processes (or Ray actors), each with its own copy of the policy"})
+    ray: str | None = field(default=None, metadata={
+        "help": "roll out on Ray actors (workers of them): 'local', 'auto' or a cluster address"})
 
     def __post_init__(self) -> None:
         for name in ("steps", "tasks_per_step", "group_size", "max_turns", "max_new_tokens",
@@ -64,6 +69,8 @@ class TrainConfig:
                 raise UsageError(f"{name} must be an integer >= 1, got {value!r}")
         if self.group_size < 2:
             raise UsageError(f"group_size must be at least 2 (GRPO compares a group's episodes), got {self.group_size}")
+        if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
+            raise UsageError(f"workers must be an integer >= 1, got {self.workers!r}")
         if self.refills < 0 or self.eval_every < 0:
             raise UsageError("refills and eval_every must not be negative")
         if self.backend not in BACKENDS:

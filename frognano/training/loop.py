@@ -23,13 +23,15 @@ Per step, top to bottom:
 At the end the adapter is merged into the base weights (``RUN/final``, a transformers folder
 that ``frognano fix --model torch:RUN/final`` and the editor load) and exported (``mlx-4bit``).
 
-Rollouts run in this process, one after another, on the learner's own weights: on a CPU
-with a tiny model that is the fast way (no weights to ship).  Rollout workers in other
-processes or on Ray are not built yet.
+Rollouts run in this process on the learner's own weights by default; with ``workers`` > 1
+(or ``ray``) each group runs on a worker process or Ray actor (``RolloutWorker``, through the
+pools ``synth`` validates on), which loads the adapter of the latest checkpoint, the learner's
+weights after the previous step, before it rolls out: the step's rollouts stay on-policy.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -238,18 +240,23 @@ def train(config: TrainConfig, run: Path, *, resume: bool = False, progress: Pro
         first = state["step"]
         log.info("resuming %s after step %d", rundir.path, first)
     envs = _Envs(config, policy)
+    rollouts = None
     metrics: list[dict] = []
     try:
-        if first == 0 and config.eval_every:  # the untrained model's held-out rate: the curve's start
-            start = {"step": 0, "eval": _evaluate(envs, heldout, config),
-                     "frontier": {f.key: round(sampler.estimate(f), 4) for f in sampler.families},
-                     "seconds": round(time.monotonic() - started, 2)}
-            rundir.log(start)
-            metrics.append(start)
+        if state is None:
+            if config.eval_every:  # the untrained model's held-out rate: the curve's start
+                start = {"step": 0, "eval": _evaluate(envs, heldout, config),
+                         "frontier": {f.key: round(sampler.estimate(f), 4) for f in sampler.families},
+                         "seconds": round(time.monotonic() - started, 2)}
+                rundir.log(start)
+                metrics.append(start)
+            rundir.save(0, policy, optimizer, sampler, pool, rng)  # the weights step 1's rollouts use
+        rollouts = _Rollouts(config, rundir.path, envs)
         progress.phase("training", config.steps)
         progress.update(first, config.steps)
         for step in range(first + 1, config.steps + 1):
-            row = _step(step, config, grpo, envs, pool, sampler, rng, policy, optimizer, grpo_step)
+            folder = rundir.checkpoints / rundir.latest.read_text().strip()
+            row = _step(step, config, grpo, rollouts, folder, pool, sampler, rng, policy, optimizer, grpo_step)
             if step == config.steps or (config.eval_every and step % config.eval_every == 0):
                 row["eval"] = _evaluate(envs, heldout, config)
             row["frontier"] = {f.key: round(sampler.estimate(f), 4) for f in sampler.families}
@@ -263,6 +270,8 @@ def train(config: TrainConfig, run: Path, *, resume: bool = False, progress: Pro
             progress.update(step, config.steps, note)
         final, export = _finish(config, rundir.path, policy, progress)
     finally:
+        if rollouts is not None:
+            rollouts.close()
         envs.close()
     return TrainResult(rundir.path, config.steps, final, export, metrics)
 
@@ -347,8 +356,8 @@ class _Envs:
         self._envs = {}
 
 
-def _group(envs: _Envs, task: EvalTask, index: int, config: TrainConfig, rng: random.Random):
-    """``group_size`` rollouts of one task (None when the task cannot be laid out)."""
+def _group(envs: _Envs, task: EvalTask, index: int, config: TrainConfig, seeds: list[int]):
+    """One rollout of ``task`` per seed, group ``index`` (None when the task cannot be laid out)."""
     from .rollout import candidates_for, rollout
 
     try:
@@ -359,39 +368,99 @@ def _group(envs: _Envs, task: EvalTask, index: int, config: TrainConfig, rng: ra
         log.warning("task %s skipped: %s", task.instance_id, exc)
         return None
     search = candidates_for(env, state)
-    return [rollout(env, state, group=index, seed=rng.randrange(1 << 30), tools=tuple(config.tools), search=search)
-            for _ in range(config.group_size)]
+    return [rollout(env, state, group=index, seed=seed, tools=tuple(config.tools), search=search) for seed in seeds]
 
 
-def _step(step, config, grpo, envs, pool, sampler, rng, policy, optimizer, grpo_step) -> dict:
+class RolloutWorker:
+    """A rollout worker in another process or on a Ray actor (``synthesis.executor.Worker``): its
+    own copy of the policy and its own environments.  Each request names the checkpoint whose
+    adapter the rollouts must use (the learner's weights after the previous step); the worker
+    loads it when it has another one, so every rollout of a step is on-policy."""
+
+    def __init__(self, config: dict, run: str) -> None:
+        self.config = TrainConfig.from_dict(config)
+        self.run_dir = Path(run)
+        self.policy = _policy(self.config, self.run_dir, self.config.grpo_config(), None)
+        self.policy.model.eval()
+        self.envs = _Envs(self.config, self.policy)
+        self.loaded = ""
+
+    def run(self, item: tuple[str, EvalTask, int, list[int]]):
+        folder, task, index, seeds = item
+        if folder != self.loaded:
+            from peft import set_peft_model_state_dict
+            from safetensors.torch import load_file
+
+            set_peft_model_state_dict(self.policy.model, load_file(str(Path(folder) / "adapter" / "adapter_model.safetensors")))
+            self.loaded = folder
+        return _group(self.envs, task, index, self.config, seeds)
+
+    def close(self) -> None:
+        self.envs.close()
+
+
+class _Rollouts:
+    """Where a step's groups run: here, or on ``workers`` processes / Ray actors."""
+
+    def __init__(self, config: TrainConfig, run: Path, envs: _Envs) -> None:
+        self.envs = envs
+        self.config = config
+        self.pool = None
+        self._stack = contextlib.ExitStack()
+        if config.workers > 1 or config.ray is not None:
+            from ..synthesis.executor import LocalPool, RayPool, ray_cluster
+
+            if config.ray is not None:
+                self._stack.enter_context(ray_cluster(config.ray, num_cpus=max(2, config.workers)))
+            kind = RayPool if config.ray is not None else LocalPool
+            self.pool = kind(RolloutWorker, (config.to_dict(), str(run)), config.workers)
+
+    def groups(self, folder: Path, requests: list[tuple[EvalTask, int, list[int]]]) -> list:
+        if self.pool is None:
+            return [_group(self.envs, task, index, self.config, seeds) for task, index, seeds in requests]
+        return [result for _, result in self.pool.map([(str(folder), *r) for r in requests])]
+
+    def close(self) -> None:
+        try:
+            if self.pool is not None:
+                self.pool.close()
+        finally:
+            self._stack.close()
+
+
+def _step(step, config, grpo, rollouts, folder, pool, sampler, rng, policy, optimizer, grpo_step) -> dict:
+    """One step: rounds of groups (the sampler's families, then DAPO refills of the groups
+    whose rewards were all equal), then one GRPO update."""
     from ..synthesis.frontier import Family
     from .grpo import all_equal
 
     samples, outcomes = [], []
     groups = zero = refills = errors = 0
-    families = [f.key for f in sampler.sample(config.tasks_per_step)]
-    queue = list(families)
-    while queue:
-        family = queue.pop(0)
-        task = pool.draw(family)
-        rollouts = _group(envs, task, groups, config, rng)
-        if rollouts is None:
-            continue
-        groups += 1
-        for r in rollouts:
-            if r.status != "error":
-                sampler.update(Family.from_key(family), r.resolved)
-                outcomes.append(r.resolved)
-            else:
-                errors += 1
-        clean = [r.sample.reward for r in rollouts if not r.sample.error]
-        if len(clean) >= 2 and all_equal(clean):
-            zero += 1
-            if refills < config.refills:  # DAPO: replace it with a new task's group
-                refills += 1
-                queue.append(sampler.sample(1)[0].key)
+    batch = [(f.key, pool.draw(f.key)) for f in sampler.sample(config.tasks_per_step)]
+    while batch:
+        requests = [(task, groups + i, [rng.randrange(1 << 30) for _ in range(config.group_size)])
+                    for i, (_, task) in enumerate(batch)]
+        again = []
+        for (family, task), result in zip(batch, rollouts.groups(folder, requests)):
+            if result is None:
                 continue
-        samples.extend(r.sample for r in rollouts)
+            groups += 1
+            for r in result:
+                if r.status != "error":
+                    sampler.update(Family.from_key(family), r.resolved)
+                    outcomes.append(r.resolved)
+                else:
+                    errors += 1
+            clean = [r.sample.reward for r in result if not r.sample.error]
+            if len(clean) >= 2 and all_equal(clean):
+                zero += 1
+                if refills < config.refills:  # DAPO: replace it with a new task's group
+                    refills += 1
+                    refill = sampler.sample(1)[0].key
+                    again.append((refill, pool.draw(refill)))
+                    continue
+            samples.extend(r.sample for r in result)
+        batch = again
     policy.model.train()
     stats = grpo_step(policy.model, optimizer, samples, grpo) if samples else {"stepped": 0.0}
     policy.model.eval()

@@ -107,11 +107,11 @@ def test_a_killed_run_resumes_without_counting_a_step_twice(tmp_path):
                             cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     try:
         deadline = time.monotonic() + 600
-        while not (run / "latest").exists():
+        while not (run / "latest").exists() or (run / "latest").read_text().strip() != "step-000001":
             assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
             assert time.monotonic() < deadline
             time.sleep(0.2)
-        os.killpg(proc.pid, signal.SIGKILL)  # mid-run, after the first checkpoint
+        os.killpg(proc.pid, signal.SIGKILL)  # mid-run, after the first step's checkpoint
         proc.wait(timeout=60)
     finally:
         if proc.poll() is None:
@@ -123,3 +123,16 @@ def test_a_killed_run_resumes_without_counting_a_step_twice(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert [r["step"] for r in _rows(run)] == [0, 1, 2, 3]
     assert (run / "final" / "config.json").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where", [["--workers", "2"], ["--workers", "2", "--ray", "local"]], ids=["processes", "ray"])
+def test_rollouts_on_workers(tmp_path, where):
+    if "--ray" in where:
+        pytest.importorskip("ray")
+    run = tmp_path / "run"
+    done = _frognano("train", "--preset", "tiny-ci", "-o", str(run), *where, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = _rows(run)
+    assert [r["step"] for r in rows] == [0, 1, 2, 3]
+    assert all(r["groups"] >= 1 and r["errors"] == 0 for r in rows[1:])
