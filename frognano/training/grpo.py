@@ -265,8 +265,6 @@ def assemble(samples: list[Sample], config: GRPOConfig) -> tuple[list[Sample], l
     too easy or too hard), ``errors``, ``reward_mean`` (clean episodes), ``samples`` (in the
     loss), and ``loss``, ``grad_norm``, ``tokens``, ``stepped`` at 0 until a step sets them.
     Both trainers (``torch_grpo``, ``mlx_grpo``) count through this one function."""
-    import math
-
     groups: dict[int, list[Sample]] = {}
     for s in samples:
         groups.setdefault(s.group, []).append(s)
@@ -288,4 +286,18 @@ def assemble(samples: list[Sample], config: GRPOConfig) -> tuple[list[Sample], l
         "samples": float(len(batch)), "loss": 0.0, "grad_norm": 0.0, "tokens": 0.0, "stepped": 0.0,
     }
     return batch, advantages, stats
+
+
+def check_loss_inputs(samples: Sequence[Sample], advantages: Sequence[float], config: GRPOConfig) -> None:
+    """What both trainers' ``grpo_loss`` refuse: a count mismatch, no samples, and an episode
+    longer than the constant ``dr_grpo`` divides by."""
+    if len(advantages) != len(samples):
+        raise UsageError(f"{len(samples)} samples but {len(advantages)} advantages")
+    if not samples:
+        raise UsageError("grpo_loss needs at least one sample")
+    if config.loss_type == "dr_grpo":
+        longest = max(len(s.completion_ids) for s in samples)
+        if longest > config.max_completion_length:
+            raise UsageError(f"an episode holds {longest} completion tokens, more than max_completion_length "
+                             f"({config.max_completion_length}) by which loss_type 'dr_grpo' divides")
 

@@ -38,7 +38,7 @@ import numpy as np
 from mlx.utils import tree_flatten
 
 from ..errors import UsageError
-from .grpo import GRPOConfig, NonFiniteLossError, Sample, assemble, loss_mask
+from .grpo import GRPOConfig, NonFiniteLossError, Sample, assemble, check_loss_inputs, loss_mask
 
 __all__ = ["grpo_loss", "grpo_step", "lora_model", "make_optimizer", "sequence_logprobs"]
 
@@ -170,15 +170,7 @@ def _loss_terms(model: nn.Module, samples: list[Sample], advantages: list[float]
                 config: GRPOConfig) -> tuple[mx.array, dict[str, mx.array]]:
     """``grpo_loss`` with its statistics still as (lazy) arrays: the function ``grpo_step``
     differentiates (``mx.value_and_grad`` takes the first output, the rest rides along)."""
-    if len(advantages) != len(samples):
-        raise UsageError(f"{len(samples)} samples but {len(advantages)} advantages")
-    if not samples:
-        raise UsageError("grpo_loss needs at least one sample")
-    if config.loss_type == "dr_grpo":
-        longest = max(len(s.completion_ids) for s in samples)
-        if longest > config.max_completion_length:
-            raise UsageError(f"an episode holds {longest} completion tokens, more than max_completion_length "
-                             f"({config.max_completion_length}) by which loss_type 'dr_grpo' divides")
+    check_loss_inputs(samples, advantages, config)
     adapters = _adapters(model) if config.beta > 0 else []
     if config.beta > 0 and not adapters:
         raise UsageError(f"beta {config.beta} needs a reference model: wrap the model with lora_model, "

@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from ..errors import UsageError
-from .grpo import GRPOConfig, NonFiniteLossError, Sample, assemble, loss_mask
+from .grpo import GRPOConfig, NonFiniteLossError, Sample, assemble, check_loss_inputs, loss_mask
 
 __all__ = ["grpo_loss", "grpo_step", "lora_model", "make_optimizer", "sequence_logprobs"]
 
@@ -127,15 +127,7 @@ def grpo_loss(model: Any, samples: list[Sample], advantages: list[float],
     a negative advantage, above 1 + epsilon_high with a positive one, as TRL counts them), ``kl``
     (mean k3 estimate, only when beta > 0).
     """
-    if len(advantages) != len(samples):
-        raise UsageError(f"{len(samples)} samples but {len(advantages)} advantages")
-    if not samples:
-        raise UsageError("grpo_loss needs at least one sample")
-    if config.loss_type == "dr_grpo":
-        longest = max(len(s.completion_ids) for s in samples)
-        if longest > config.max_completion_length:
-            raise UsageError(f"an episode holds {longest} completion tokens, more than max_completion_length "
-                             f"({config.max_completion_length}) by which loss_type 'dr_grpo' divides")
+    check_loss_inputs(samples, advantages, config)
     if config.beta > 0 and not hasattr(model, "disable_adapter"):
         raise UsageError(f"beta {config.beta} needs a reference model: wrap the model with lora_model, "
                          "whose disabled adapters are the reference")
