@@ -67,10 +67,18 @@ def _rows(run: Path) -> list[dict]:
     return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
 
 
-@pytest.mark.slow
-def test_the_tiny_preset_trains_and_its_model_serves(tmp_path):
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """One tiny-ci training run for this module's tests: (run directory, the command's output)."""
+    tmp_path = tmp_path_factory.mktemp("trained")
     run = tmp_path / "run"
     done = _frognano("train", "--preset", "tiny-ci", "-o", str(run), cwd=tmp_path)
+    return run, done
+
+
+@pytest.mark.slow
+def test_the_tiny_preset_trains_and_its_model_serves(trained, tmp_path):
+    run, done = trained
     assert done.returncode == 0, done.stderr[-3000:]
     rows = _rows(run)
     assert [r["step"] for r in rows] == [0, 1, 2, 3]  # 0: the untrained model's held-out rate
@@ -136,3 +144,25 @@ def test_rollouts_on_workers(tmp_path, where):
     rows = _rows(run)
     assert [r["step"] for r in rows] == [0, 1, 2, 3]
     assert all(r["groups"] >= 1 and r["errors"] == 0 for r in rows[1:])
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
+async def test_the_language_server_runs_the_trained_model(trained, example):
+    from ..server.lsp import command, open_doc, save, serve, wait_state
+
+    run, done = trained
+    assert done.returncode == 0, done.stderr[-3000:]
+    root = example("calc")
+    # No search candidates: the fix can only come from the trained model's episode.
+    options = {"debounceMs": 0, "model": f"torch:{(run / 'final').resolve()}", "maxCandidates": 0,
+               "maxPairs": 0, "episodes": 1}
+    async with serve(root, options) as client:
+        open_doc(client, root / "calc/stats.py")
+        save(client, root / "calc/stats.py")
+        await wait_state(client, "failing")
+        result = await command(client, "frognano.fix")
+        # A random model rarely repairs anything; what matters is that it loaded and ran an episode.
+        assert result["status"] in ("fixed", "unfixed"), result
+        if result["status"] == "unfixed":
+            assert "1 model episode ended" in result["message"], result
