@@ -365,9 +365,10 @@ def _note(rows: list[dict]) -> str:
     """The running resolve rate, for the progress bar."""
     from .metrics import latest
 
-    scored = [r for r in latest(rows) if r.get("status") in ("resolved", "unresolved")]
+    current = latest(rows)
+    scored = [r for r in current if r.get("status") in ("resolved", "unresolved")]
     if not scored:
         return ""
     resolved = sum(r["status"] == "resolved" for r in scored)
-    errors = sum(r.get("status") == "error" for r in latest(rows))
+    errors = sum(r.get("status") == "error" for r in current)
     return f"resolved {resolved}/{len(scored)} ({resolved / len(scored):.0%})" + (f", {errors} errors" if errors else "")

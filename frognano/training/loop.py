@@ -70,8 +70,6 @@ class TaskPool:
     """Training tasks by family, drawn in a seeded order; the cursor is part of a checkpoint."""
 
     def __init__(self, tasks: list[EvalTask], seed: int) -> None:
-        from ..synthesis.frontier import Family
-
         self.by_family: dict[str, list[EvalTask]] = defaultdict(list)
         for t in tasks:
             self.by_family[t.family].append(t)
@@ -79,7 +77,6 @@ class TaskPool:
         for family in sorted(self.by_family):
             rng.shuffle(self.by_family[family])
         self.cursor: dict[str, int] = defaultdict(int)
-        self._family = Family
 
     @property
     def families(self) -> list[str]:
@@ -90,16 +87,16 @@ class TaskPool:
         task of the same bug kind and distance and shows that hint's text instead."""
         from dataclasses import replace
 
+        from ..synthesis.frontier import Family
         from ..synthesis.validate import hint_text
 
-        fam = self._family.from_key(family)
-        if family in self.by_family:
-            key, hint = family, None
-        else:
-            same = [k for k in self.families if (lambda f: (f.operator, f.bugs, f.distance) ==
-                                                 (fam.operator, fam.bugs, fam.distance))(self._family.from_key(k))]
+        hint = None
+        key = family
+        if family not in self.by_family:
+            hint = Family.from_key(family).hint
+            # The same bugs at another hint level: the pool's families that differ only in the hint.
+            same = [k for k in self.families if replace(Family.from_key(k), hint=hint).key == family]
             key = same[0] if same else self.families[0]
-            hint = fam.hint
         tasks = self.by_family[key]
         task = tasks[self.cursor[family] % len(tasks)]
         self.cursor[family] += 1
