@@ -48,10 +48,13 @@ class _Bar:
 @click.option("--repos", "repos", multiple=True, metavar="PATH", type=click.Path(path_type=Path),
               help="Training repositories (green test suites).  Repeatable.  Default: the bundled examples.")
 @click.option("--base-model", "base_model", metavar="SPEC", default=None,
-              help="The model to train: torch:PATH_OR_ID, or 'tiny' (random, from scratch).")
+              help="The model to train: a SPEC of the backend (torch:PATH_OR_ID, mlx:PATH_OR_ID), or 'tiny' "
+              "(random, from scratch).")
 @click.option("-o", "--output", "out", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Run directory: config, metrics, checkpoints, the final model.")
-@click.option("--backend", type=click.Choice(["torch", "mlx"]), default=None, help="Training backend: torch.  (mlx: the MLX GRPO step exists, but the loop does not use it yet, so it is refused.)")
+@click.option("--backend", type=click.Choice(["torch", "mlx"]), default=None,
+              help="Training backend: torch (transformers + peft; CUDA, MPS or CPU; the default) or mlx "
+              "(mlx-lm; Apple Silicon).  The final model is a folder of that backend.")
 @click.option("--steps", type=click.IntRange(min=1), default=None, help="Optimiser steps.")
 @click.option("--sampler", type=click.Choice(["frontier", "uniform"]), default=None,
               help="Task families: the learnability frontier, or uniform (the ablation).")
@@ -71,10 +74,14 @@ def train_command(preset: str | None, repos: tuple[Path, ...], base_model: str |
 
     Bugs are synthesised in the repositories (their suites must pass), the model repairs them
     through the same harness as `frognano fix`, and the tests decide the reward (GRPO with
-    LoRA; the exact variant is in frognano/training/torch_grpo.py).  Task families follow the
+    LoRA, on torch or MLX; the exact variant is in frognano/training/torch_grpo.py).  Task families follow the
     learnability frontier; held-out tasks are evaluated along the way.  Every step is
     checkpointed: after an interruption, run the same command with --resume.  The run ends with
     a merged model (RUN/final) and an mlx-4bit export, and prints how to use them.
+
+    \b
+    On several GPUs (one process each, data-parallel; torch backend):
+      accelerate launch --multi_gpu --num_processes 8 -m frognano train --repos PATH --base-model torch:ID -o RUN
     """
     from .main import _setup_logging
 
@@ -102,24 +109,35 @@ def train_command(preset: str | None, repos: tuple[Path, ...], base_model: str |
                       TextColumn("[dim]{task.fields[note]}"), console=err, transient=True) as bars:
             result = train(config, out, resume=resume, progress=_Bar(bars))
     except FrogNanoError as exc:
+        from ..training.distributed import MainFailed
+
+        if isinstance(exc, MainFailed):  # rank 0 of a launch failed and prints the error itself
+            sys.exit(EXIT_USAGE)
         _error(str(exc))
         return
     except KeyboardInterrupt:
         Console(stderr=True).print(f"interrupted; continue with the same command and --resume (-o {out})")
         sys.exit(130)
+    from ..training.distributed import is_main
+
+    if not is_main():  # one summary for a launch on several processes: rank 0's
+        return
     # Plain lines, never wrapped: the commands are meant to be copied.
     last = result.metrics[-1] if result.metrics else {}
     held = last.get("eval")
     click.echo(f"trained {result.steps} step(s) in {result.run}"
-               + (f"; held-out resolve rate {held['resolve_rate']:.0%} ({held['resolved']}/{held['tasks']})"
+               + (f"; held-out resolve rate {held['resolve_rate']:.0%} ({held['resolved']}/{held['episodes']} "
+                  f"episodes on {held['tasks']} tasks)"
                   if held else ""))
     click.echo(f"metrics: {result.run / 'metrics.jsonl'}")
     final = result.final.resolve() if result.final else None
     if final is not None:
+        spec = f"{result.backend}:{final}"  # the final folder is the training backend's format
         click.echo(f"model: {final}" + (f" (mlx-4bit: {result.export})" if result.export else ""))
         click.echo("use it:")
-        click.echo(f"  frognano fix PATH --model torch:{final}")
-        click.echo(f'  VS Code settings.json: "frognano.model": "torch:{final}"')
-        click.echo(f'  Neovim: require("frognano").setup({{ settings = {{ model = "torch:{final}" }} }})')
+        click.echo(f"  frognano fix PATH --model {spec}")
+        click.echo(f'  VS Code settings.json: "frognano.model": "{spec}"')
+        click.echo(f'  Neovim: require("frognano").setup({{ settings = {{ model = "{spec}" }} }})')
         if result.export:
-            click.echo(f"  on a Mac: frognano fix PATH --model mlx:{Path(result.export).resolve()}")
+            where = "the 4-bit export" if result.backend == "mlx" else "on a Mac"
+            click.echo(f"  {where}: frognano fix PATH --model mlx:{Path(result.export).resolve()}")

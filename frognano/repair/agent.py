@@ -12,13 +12,13 @@ import json
 import logging
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 
 from ..errors import FrogNanoError
 from ..runtime.base import Model, Sampling
-from .harness import SYSTEM_PROMPT, TOOL_NAMES, TOOLS, ToolBox, ToolError, parse_tool_call
+from .harness import MAX_CANDIDATES, SYSTEM_PROMPT, TOOL_NAMES, TOOLS, ToolBox, ToolError, parse_tool_call
 from .patch import Patch
 
 log = logging.getLogger(__name__)
@@ -47,6 +47,9 @@ class EpisodeConfig:
     # can start with fewer (``candidates``, ``apply``, ``submit``): the same tools, the same
     # prompts and observations, a narrower choice.
     tools: tuple[str, ...] | None = None
+    # Entries the ``candidates`` list holds at most; ``apply``'s schema (and so the grammar)
+    # allows n up to it.  Serving lists up to MAX_CANDIDATES; training may list fewer.
+    listed: int = MAX_CANDIDATES
 
     def __post_init__(self) -> None:
         if self.max_turns < 1 or self.max_tokens < 1 or self.repeat_limit < 2:
@@ -54,10 +57,23 @@ class EpisodeConfig:
         unknown = sorted(set(self.tools or ()) - set(TOOL_NAMES))
         if unknown or self.tools == ():
             raise FrogNanoError(f"tools must name some of {', '.join(TOOL_NAMES)}; got {', '.join(unknown) or 'none'}")
+        if not 1 <= self.listed <= MAX_CANDIDATES:
+            raise FrogNanoError(f"listed must be between 1 and {MAX_CANDIDATES}, got {self.listed}")
 
     @property
     def schemas(self) -> list[dict]:
-        return TOOLS if self.tools is None else [t for t in TOOLS if t["function"]["name"] in self.tools]
+        tools = TOOLS if self.tools is None else [t for t in TOOLS if t["function"]["name"] in self.tools]
+        return tools if self.listed == MAX_CANDIDATES else [_bounded_apply(t, self.listed) for t in tools]
+
+
+def _bounded_apply(tool: dict, listed: int) -> dict:
+    """``tool``, or ``apply``'s schema with n at most ``listed`` (a copy; TOOLS stays as it is)."""
+    if tool["function"]["name"] != "apply":
+        return tool
+    function = tool["function"]
+    params = function["parameters"]
+    n = {**params["properties"]["n"], "maximum": listed}
+    return {**tool, "function": {**function, "parameters": {**params, "properties": {"n": n}}}}
 
 
 @dataclass
@@ -88,6 +104,16 @@ class Episode:
         return sum(t.completion_tokens for t in self.turns)
 
 
+def turn_sampling(sampling: Sampling, turn: int) -> Sampling:
+    """The sampling settings of an episode's ``turn``: a seeded episode draws each turn from its
+    own stream (seed, turn).  Re-seeding every turn with the episode's seed would replay the same
+    random numbers each turn, so a policy whose next choice barely depends on the context (an
+    untrained one) would repeat its first choice and never explore an episode's other paths."""
+    if sampling.seed is None or turn == 0:
+        return sampling
+    return replace(sampling, seed=(sampling.seed * 1_000_003 + turn) % (1 << 31))
+
+
 def run_episode(model: Model, toolbox: ToolBox, observation: str, config: EpisodeConfig | None = None,
                 *, record_dir: Path | None = None, cancel: threading.Event | None = None,
                 meta: dict | None = None) -> Episode:
@@ -99,12 +125,12 @@ def run_episode(model: Model, toolbox: ToolBox, observation: str, config: Episod
     started = time.monotonic()
     last_key, repeats = None, 0
     try:
-        for _ in range(config.max_turns):
+        for turn in range(config.max_turns):
             if cancel.is_set():
                 episode.status = EpisodeStatus.CANCELLED
                 break
             try:
-                gen = model.generate(messages, config.schemas, config.sampling, cancel=cancel,
+                gen = model.generate(messages, config.schemas, turn_sampling(config.sampling, turn), cancel=cancel,
                                      constrain=config.constrain)
             except FrogNanoError as exc:
                 episode.status, episode.error = EpisodeStatus.MODEL_ERROR, str(exc)

@@ -371,12 +371,13 @@ class Engine:
     def model_episode(self, diagnosis: Diagnosis, verifier: Verifier, search: SearchResult, index: int,
                       cancel: threading.Event | None = None, *, meta: dict | None = None,
                       record: bool = True, seed: int | None = None, hint: str = "",
-                      tools: tuple[str, ...] | None = None) -> tuple[Episode, ToolBox]:
+                      tools: tuple[str, ...] | None = None, listed: int | None = None) -> tuple[Episode, ToolBox]:
         """Episode ``index`` (0-based) of the model on ``diagnosis``: the one harness that
         ``fix``, the faces and the training environment share (DESIGN.md invariant 3).  Returns
         the episode and its toolbox (what it edited and ran).  ``seed`` (default ``index``)
         seeds the sampling; ``hint`` (a task's hint, in evaluation and training) follows the
-        first observation; ``tools`` narrows the harness's tools offered (``EpisodeConfig.tools``)."""
+        first observation; ``tools`` narrows the harness's tools offered (``EpisodeConfig.tools``),
+        ``listed`` the candidates listed (``EpisodeConfig.listed``; default all, up to 15)."""
         from ..paths import project_cache
         from ..runtime.base import Sampling
         from .agent import EpisodeConfig, run_episode
@@ -390,11 +391,12 @@ class Engine:
             observation += f"\nHint: {hint}"
         # Greedy decoding would repeat the first episode exactly; later ones sample.
         temperature = s.temperature if index == 0 or s.temperature > 0 else 0.7
+        infos = _candidate_infos(search, listed)
         config = EpisodeConfig(max_turns=s.max_turns, max_tokens=s.max_episode_tokens,
-                               constrain=s.constrain, tools=tools,
+                               constrain=s.constrain, tools=tools, **({"listed": listed} if listed else {}),
                                sampling=Sampling(temperature=temperature, seed=index if seed is None else seed,
                                                  max_tokens=s.max_new_tokens))
-        toolbox = ToolBox(self.ws, self.runner, list(diagnosis.failing), _candidate_infos(search),
+        toolbox = ToolBox(self.ws, self.runner, list(diagnosis.failing), infos,
                           timeouts=verifier.timeouts, spec=verifier.spec,
                           allow_test_edits=s.allow_test_edits)
         episode = run_episode(model, toolbox, observation, config, cancel=cancel,

@@ -84,7 +84,7 @@ class Generation:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     logprobs: list[float] = field(default_factory=list)  # see the class docstring; empty unless asked
-    # With ``logprobs``, where a grammar constrained the reply (torch backend): per token, the
+    # With ``logprobs``, where a grammar constrained the reply (mlx and torch backends): per token, the
     # tokens it allowed at that step (numpy.packbits, little-endian; None: unconstrained), so a
     # trainer can renormalise over the same set.  Empty otherwise.
     allowed: list[bytes | None] = field(default_factory=list)

@@ -185,7 +185,13 @@ class LocalModel(abc.ABC):
 
     def _matcher(self, tools: list[ToolSchema]) -> ToolCallMatcher:
         if self._grammar is None:
-            self._grammar = ToolCallGrammar(self.hf_tokenizer, self.vocab_size, sorted(self.eos_token_ids))
+            # A constrained reply ends with the token the chat template closes an assistant turn
+            # with (``<|im_end|>`` in Qwen's), not any end-of-sequence id: a reply ended by
+            # ``<|endoftext|>`` is re-rendered with ``<|im_end|>`` next turn, so the tokens a
+            # rollout sampled would no longer be the ones its context holds.
+            im_end = self.hf_tokenizer.get_vocab().get("<|im_end|>")
+            stops = [im_end] if im_end in self.eos_token_ids else sorted(self.eos_token_ids)
+            self._grammar = ToolCallGrammar(self.hf_tokenizer, self.vocab_size, stops)
         return self._grammar.matcher(tools)
 
     def close(self) -> None:

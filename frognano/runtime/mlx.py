@@ -88,7 +88,10 @@ class MLXModel(LocalModel):
 
     def _generate(self, prompt: list[int], sampling: Sampling, matcher: ToolCallMatcher | None,
                   turn: Turn) -> Generation:
-        processors = None if matcher is None else [_constrain_logits(matcher)]
+        # Recording, each step's grammar mask goes with the token (``Generation.allowed``), so
+        # a trainer renormalises over the set the token was drawn from, as torch.py records it.
+        masks: deque[Any] | None = deque() if sampling.logprobs and matcher is not None else None
+        processors = None if matcher is None else [_constrain_logits(matcher, masks)]
         if sampling.seed is not None:
             mx.random.seed(sampling.seed)
         recorded: deque[mx.array] | None = None
@@ -110,7 +113,8 @@ class MLXModel(LocalModel):
             for token, _ in steps:
                 # The sampler runs once per token, in order (one step ahead of what is yielded).
                 logprob = None if recorded is None else recorded.popleft().item()
-                if turn.take(int(token), logprob):
+                allowed = None if masks is None else masks.popleft()
+                if turn.take(int(token), logprob, allowed):
                     break
         finally:
             steps.close()
@@ -153,8 +157,10 @@ def _recording_sampler(sampling: Sampling, recorded: deque[mx.array]) -> Any:
     return sample
 
 
-def _constrain_logits(matcher: ToolCallMatcher) -> Any:
-    """An mlx-lm logits processor that masks what the tool-call grammar does not allow next."""
+def _constrain_logits(matcher: ToolCallMatcher, masks: deque[Any] | None = None) -> Any:
+    """An mlx-lm logits processor that masks what the tool-call grammar does not allow next;
+    with ``masks``, it also appends each step's mask (None: unconstrained) there.  Like the
+    recording sampler it runs once per token, in order, one step ahead of what is yielded."""
     state = {"first": True}
 
     def constrain_logits(tokens: mx.array, logits: mx.array) -> mx.array:
@@ -162,7 +168,9 @@ def _constrain_logits(matcher: ToolCallMatcher) -> Any:
         if not state["first"]:
             matcher.accept(tokens[-1].item())
         state["first"] = False
-        mask = matcher.allowed()
+        mask = matcher.allowed()  # a fresh array each step: safe to keep
+        if masks is not None:
+            masks.append(mask)
         if mask is None:
             return logits
         return mx.where(mx.array(mask), logits, mx.array(float("-inf"), dtype=logits.dtype))

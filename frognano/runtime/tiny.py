@@ -144,7 +144,12 @@ src/stats.py:5: in mean
 1 failed, 12 passed in 0.31s
 '''
 
+# Every harness tool, so each name is spelled by a similar chain of merges: under constrained
+# decoding an untrained model picks among the names roughly in proportion to the tokens that can
+# start each, so a name missing here (spelled letter by letter) would almost never be chosen.
 _TOOLS = [
+    ("candidates", {}),
+    ("apply", {"n": 2}),
     ("read", {"path": "src/stats.py", "start": 1, "end": 20}),
     ("search", {"pattern": "def mean", "path": "src"}),
     ("edit", {"path": "src/stats.py", "old": "len(values) + 1", "new": "len(values)"}),

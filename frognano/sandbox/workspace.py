@@ -31,7 +31,9 @@ IGNORED_DIRS = frozenset({
     ".tox", ".nox", ".eggs", "node_modules", ".venv", "venv", "build", "dist", ".frognano",
     ".ipynb_checkpoints", ".cache", "htmlcov", ".hypothesis",
 })
-_SLOTS = 8  # concurrent sessions on one project (CLI + server) each get their own shadow
+# Concurrent sessions on one project (CLI, server, and a data-parallel training launch: one per
+# process plus the background synthesis's) each get their own shadow; made only when used.
+_SLOTS = 64
 
 
 def _ignored_dir(path: Path, name: str) -> bool:

@@ -19,6 +19,11 @@ workers may validate a few candidates past the n-th task (wasted, never written)
 ``ray`` (``"local"``, ``"auto"`` or a cluster address) validates on ``workers`` Ray actors instead,
 through the same executor interface as the local pool (``executor.py``): same tasks for a seed.
 
+``cancel`` (an event, e.g. set by training's background pool when the run ends) stops a
+synthesis between candidates and kills the test run in flight; ``synthesize`` then raises
+``Cancelled``.  The tasks written before stay in the store (re-running resumes), and nothing
+measured by a killed run is recorded: no task, no baseline picture.
+
 Progress goes through the shared protocol (``frognano.progress``): one phase per repository
 (``tasks from NAME``, its total ``n``), updated with the tasks it holds and the latest family.
 """
@@ -33,7 +38,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..errors import UsageError
+from ..errors import FrogNanoError, UsageError
 from ..operators import CATALOGUE
 from ..progress import Progress, Silent
 from ..sandbox.results import RunResult
@@ -47,7 +52,7 @@ from .frontier import HINTS
 from .job import SynthJob, combine_one, validate_one
 from .validate import Rejection, base_commit, baseline_timeouts, module_of, unified_diff
 
-__all__ = ["FamilyStats", "SynthSummary", "synthesize"]
+__all__ = ["Cancelled", "FamilyStats", "SynthSummary", "synthesize"]
 
 log = logging.getLogger(__name__)
 
@@ -87,12 +92,23 @@ class _Refused(Exception):
     """A repository that cannot be used (its suite is not green before any mutation)."""
 
 
+class Cancelled(FrogNanoError):
+    """``synthesize`` stopped because its ``cancel`` event was set."""
+
+
+def _check(cancel: threading.Event | None) -> None:
+    if cancel is not None and cancel.is_set():
+        raise Cancelled("synthesis cancelled")
+
+
 def _baseline(ws: Workspace, runner: TestRunner, repo: Path):
     # Line coverage, not the function-level kind that is all synthesis itself needs: on
     # more-itertools the two cost the same (16 s for 664 tests, measured), and the line-level
     # run is stored for the clean tree (``sandbox/pictures.py``), where evaluating these tasks
     # later starts from it instead of running the suite again.
     run = runner.run(None, coverage=True)
+    if run.cancelled:  # a partial run is no baseline (and must not be saved as the clean tree's)
+        raise Cancelled("synthesis cancelled")
     if run.collect_errors:
         raise _Refused(f"the test suite does not collect ({run.collect_errors[0].summary})")
     timed = [n for n, t in run.tests.items() if t.outcome == "timeout"]
@@ -147,7 +163,7 @@ def _setup_runs(repo_path: Path, ws: Workspace, runner: TestRunner, config: Runn
         future = pool.submit(reverse_then_parse)
         try:
             baseline = _baseline(ws, runner, repo_path)
-        except _Refused:
+        except (_Refused, Cancelled):
             refused.set()  # stop the reversed run: its result is not needed
             raise
         finally:
@@ -176,6 +192,7 @@ def _combos(ws: Workspace, runner: TestRunner, coverage: CoverageMap, job: Synth
         stats = summary.families[_fam(m)]
         stats.tried += 1
         result, seconds = validate_one(ws, runner, coverage, job, i, m)
+        _check(runner.cancel)  # a verdict from a killed run is no verdict
         stats.seconds += seconds
         if isinstance(result, Rejection):
             stats.skips[result.reason] += 1
@@ -187,6 +204,7 @@ def _combos(ws: Workspace, runner: TestRunner, coverage: CoverageMap, job: Synth
             cstats = summary.families[f"b{bugs}:{_fam(m)}"]
             cstats.tried += 1
             combo, seconds = combine_one(ws, runner, coverage, job, i, j, [m, *group])
+            _check(runner.cancel)
             cstats.seconds += seconds
             have = _record(cstats, combo, store, summary, progress, have, n)
             if have >= n:
@@ -207,6 +225,7 @@ class _Plan:
     hint: str = "function"  # hint level written into the tasks
     bugs: int = 1  # bugs per task
     ray: str | None = None  # "local", "auto" or an address: validate on Ray actors
+    cancel: threading.Event | None = None  # set: stop (module docstring)
 
     def __post_init__(self) -> None:
         if self.hint not in HINTS:
@@ -222,29 +241,33 @@ class _Plan:
 def synthesize(repos: list[Path], out: Path, *, n: int, seed: int = 0, workers: int = 1,
                progress: Progress | None = None, config: RunnerConfig | None = None,
                operators: list[str] | None = None, sample_others: int = 10,
-               hint: str = "function", bugs: int = 1, ray: str | None = None) -> SynthSummary:
+               hint: str = "function", bugs: int = 1, ray: str | None = None,
+               cancel: threading.Event | None = None) -> SynthSummary:
     """``hint`` is the hint level written into the tasks (and their family key); ``bugs`` > 1
     makes tasks of that many bugs at once: single bugs are validated as usual (not written) and
     each new valid one is combined with earlier valid ones in the same file (``combine``); only
     the combinations count toward ``n`` (then validation runs in this process, ``workers`` is
-    not used).  ``ray`` ("local", "auto" or an address) validates on ``workers`` Ray actors."""
+    not used).  ``ray`` ("local", "auto" or an address) validates on ``workers`` Ray actors.
+    ``cancel``: once set, raises ``Cancelled`` soon (module docstring)."""
     config = config or RunnerConfig()
     # Validation needs outcomes, not pytest's rewritten assertion messages: without rewriting,
     # each run skips re-parsing and rewriting the test modules it imports (the shadow keeps no
     # bytecode), ~0.2 s a run on a 5,000-line test module.
     plan = _Plan(n, seed, workers, replace(config, test_args=[*config.test_args, "--assert=plain"]),
-                 operators, sample_others, hint, bugs, ray)
+                 operators, sample_others, hint, bugs, ray, cancel)
     started = time.monotonic()
     summary = SynthSummary()
     cluster = ray_cluster(ray, num_cpus=max(2, workers)) if ray is not None else nullcontext()
     with cluster, TaskStore(out) as store:
         for repo_path in repos:
+            _check(cancel)
             repo_path = Path(repo_path)
             if not repo_path.is_dir():
                 raise UsageError(f"{repo_path}: not a directory")
             repo = str(repo_path.resolve())
             summary.per_repo[repo] = _synth_repo(plan, repo_path, repo, store, summary,
                                                  progress or Silent())
+    _check(cancel)  # after a cancel nothing counts as finished
     summary.families = dict(summary.families)
     summary.seconds = time.monotonic() - started
     if summary.refused and len(summary.refused) == len(repos):
@@ -266,6 +289,7 @@ def _synth_repo(plan: _Plan, repo_path: Path, repo: str, store: TaskStore, summa
     with Workspace(repo_path) as ws:
         ws.sync()
         with TestRunner(ws, plan.config) as runner:
+            runner.cancel = plan.cancel  # kills the run in flight when set
             try:
                 job, coverage, todo = _prepare(plan, repo_path, repo, ws, runner, stored, summary)
             except _Refused as exc:
@@ -291,7 +315,7 @@ def _prepare(plan: _Plan, repo_path: Path, repo: str, ws: Workspace, runner: Tes
     base = base_commit(ws.root, ws.python_files())
     stream = CandidateStream(ws, coverage, operators=plan.operators, seed=plan.seed, parsed=parsed)
     summary.passed_over[repo] = stream.skips
-    todo = _unstored(ws, stream, stored if plan.bugs == 1 else set(), summary)
+    todo = _unstored(ws, stream, stored if plan.bugs == 1 else set(), summary, plan.cancel)
     job = SynthJob(repo, base, baseline, coverage.by_test, timeouts, plan.seed, plan.sample_others,
                    plan.hint, frozenset(excluded))
     return job, coverage, todo
@@ -311,6 +335,7 @@ def _singles(plan: _Plan, ws: Workspace, runner: TestRunner, coverage: CoverageM
         results = (((i, m), validate_one(ws, runner, coverage, job, i, m)) for i, m in todo)
     try:
         for (_, m), (result, seconds) in results:
+            _check(plan.cancel)  # before recording: a verdict from a killed run is no verdict
             stats = summary.families[_fam(m)]
             stats.tried += 1
             stats.seconds += seconds
@@ -342,12 +367,14 @@ def _record(stats: FamilyStats, result: Task | Rejection, store: TaskStore, summ
     return have
 
 
-def _unstored(ws: Workspace, stream: CandidateStream, stored: set[str], summary: SynthSummary):
+def _unstored(ws: Workspace, stream: CandidateStream, stored: set[str], summary: SynthSummary,
+              cancel: threading.Event | None = None):
     """``(position, mutation)`` for each candidate of ``stream`` whose patch is not stored yet.
 
     The position counts every candidate (stable when resuming); the diff is computed only when
     there are stored tasks to recognise, and only for candidates actually drawn."""
     for i, m in enumerate(stream):
+        _check(cancel)
         if stored and patch_hash(unified_diff(m.path, ws.read(m.path), m.apply(ws.read(m.path)))) in stored:
             summary.families[_fam(m)].skips["already stored"] += 1
             continue

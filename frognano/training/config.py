@@ -26,9 +26,11 @@ class TrainConfig:
         "help": "training repositories (green test suites); the tiny preset uses repaired copies "
                 "of the bundled examples"})
     base_model: str = field(default="tiny", metadata={
-        "help": "the model to train: 'tiny' builds a small random Qwen3 from scratch; else a "
-                "SPEC, torch:PATH_OR_ID"})
-    backend: str = field(default="torch", metadata={"help": "torch (TRL-style GRPO on transformers + peft)"})
+        "help": "the model to train: 'tiny' builds a small random Qwen3 from scratch (in the backend's "
+                "format); else a SPEC of the backend, torch:PATH_OR_ID or mlx:PATH_OR_ID"})
+    backend: str = field(default="torch", metadata={
+        "help": "the trainer: torch (GRPO on transformers + peft LoRA; CUDA, MPS or CPU) | mlx (the same "
+                "GRPO variant on mlx-lm LoRA; Apple Silicon, or mlx's CPU build)"})
     steps: int = field(default=20, metadata={"help": "optimiser steps"})
     tasks_per_step: int = field(default=4, metadata={"help": "groups (tasks) per step"})
     group_size: int = field(default=4, metadata={"help": "episodes per task; their rewards are compared"})
@@ -40,13 +42,23 @@ class TrainConfig:
     temperature: float = field(default=1.0, metadata={"help": "sampling temperature of rollouts"})
     tools: list[str] = field(default_factory=lambda: ["candidates", "apply", "submit"], metadata={
         "help": "the harness's tools offered in training episodes (a subset of serving's)"})
+    max_candidates: int = field(default=15, metadata={
+        "help": "edits the candidates tool lists per episode (the operator search's first N single "
+                "edits at the suspicious lines, unvalidated); fewer is a narrower choice for a small model"})
     sampler: str = field(default="frontier", metadata={
         "help": "task families: frontier (p(1-p) at the learnability frontier) | uniform (ablation)"})
     frontier: dict[str, Any] = field(default_factory=dict, metadata={
         "help": "FrontierConfig fields (decay, floor, promote_at, ...)"})
     tasks_per_repo: int = field(default=16, metadata={"help": "training tasks synthesised per repository"})
+    synth_rounds: int = field(default=4, metadata={
+        "help": "rounds of tasks_per_repo more tasks per repository that synthesis adds to the pool in "
+                "the background while training runs (each with the next seed; it stops early when a "
+                "round finds no new bug); 0: only the tasks synthesised before training"})
     heldout_per_repo: int = field(default=4, metadata={
         "help": "held-out tasks per repository (another synthesis seed; never trained on)"})
+    eval_samples: int = field(default=1, metadata={
+        "help": "episodes per held-out task: 1 is one greedy episode; k > 1 are sampled at the rollout "
+                "temperature with seeds fixed across evaluations, and the rate is their mean (pass@1 from k samples)"})
     eval_every: int = field(default=5, metadata={"help": "held-out evaluation every N steps (0: only at the end)"})
     grpo: dict[str, Any] = field(default_factory=lambda: {"learning_rate": 2e-3}, metadata={
         "help": "GRPOConfig fields (loss_type, epsilon, epsilon_high, beta, learning_rate, lora_rank, ...)"})
@@ -62,25 +74,30 @@ class TrainConfig:
         "help": "roll out on Ray actors (workers of them): 'local', 'auto' or a cluster address"})
 
     def __post_init__(self) -> None:
-        for name in ("steps", "tasks_per_step", "group_size", "max_turns", "max_new_tokens",
+        for name in ("steps", "tasks_per_step", "group_size", "max_turns", "max_new_tokens", "eval_samples",
                      "tasks_per_repo", "heldout_per_repo"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise UsageError(f"{name} must be an integer >= 1, got {value!r}")
+        if isinstance(self.max_candidates, bool) or not isinstance(self.max_candidates, int) \
+                or not 1 <= self.max_candidates <= 15:
+            raise UsageError(f"max_candidates must be between 1 and 15 (what the candidates tool lists), "
+                             f"got {self.max_candidates!r}")
         if self.group_size < 2:
             raise UsageError(f"group_size must be at least 2 (GRPO compares a group's episodes), got {self.group_size}")
         if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
             raise UsageError(f"workers must be an integer >= 1, got {self.workers!r}")
         if self.refills < 0 or self.eval_every < 0:
             raise UsageError("refills and eval_every must not be negative")
+        if isinstance(self.synth_rounds, bool) or not isinstance(self.synth_rounds, int) or self.synth_rounds < 0:
+            raise UsageError(f"synth_rounds must be an integer >= 0, got {self.synth_rounds!r}")
         if self.backend not in BACKENDS:
             raise UsageError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
-        if self.backend == "mlx":
-            raise UsageError("backend mlx: the MLX trainer is not built yet; use --backend torch")
         if self.sampler not in SAMPLERS:
             raise UsageError(f"sampler must be one of {', '.join(SAMPLERS)}, got {self.sampler!r}")
-        if self.base_model != "tiny" and not self.base_model.startswith("torch:"):
-            raise UsageError(f"base_model {self.base_model!r}: give 'tiny' or torch:PATH_OR_ID for backend torch")
+        if self.base_model != "tiny" and not self.base_model.startswith(f"{self.backend}:"):
+            raise UsageError(f"base_model {self.base_model!r}: give 'tiny' or {self.backend}:PATH_OR_ID for "
+                             f"backend {self.backend} (the backend loads and trains the model)")
         if self.temperature <= 0:
             raise UsageError(f"temperature must be positive for rollouts (GRPO needs sampling), got {self.temperature}")
         if "temperature" in self.grpo and self.grpo["temperature"] != self.temperature:
@@ -142,5 +159,5 @@ PRESETS: dict[str, dict[str, Any]] = {
     # evaluation, merge, export) in a couple of minutes.
     "tiny-ci": {"base_model": "tiny", "steps": 3, "tasks_per_step": 2, "group_size": 2, "refills": 1,
                 "max_turns": 2, "max_new_tokens": 32, "tasks_per_repo": 4, "heldout_per_repo": 2,
-                "eval_every": 2},
+                "eval_every": 2, "synth_rounds": 1},
 }

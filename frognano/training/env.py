@@ -87,6 +87,9 @@ class TaskState:
     diagnosis: Diagnosis  # the buggy tree's picture, focused on FAIL_TO_PASS
     timeouts: dict[str, float]  # per-test limits from the buggy run's durations
     spec: Specification
+    # Reward runs by the files a patch writes: a group's episodes often submit the same patch
+    # (or none), and its tests need to run only once while the task stays laid out.
+    runs: dict[tuple, RunResult] = field(default_factory=dict, repr=False)
 
 
 def find_repo(task: EvalTask, repos: list[Path]) -> Path:
@@ -290,6 +293,9 @@ class RepoEnv:
         files = patch.texts() if patch else {}
         protected = [r for r in state.spec.protected(self.ws.entries) if r not in files]
         strays = state.spec.strays(self.ws.entries)
+        key = tuple(sorted(files.items()))
+        if key in state.runs:
+            return score(state.runs[key], f2p, p2p, config, malformed)
         try:
             with self.ws.edited(files):
                 self.ws.ensure_pristine(protected, strays)
@@ -302,6 +308,7 @@ class RepoEnv:
         if rewrote:
             return Reward(-penalty, False, still_failing=f2p,
                           refused=f"the run rewrote {', '.join(rewrote[:3])} (restored)")
+        state.runs[key] = run
         return score(run, f2p, p2p, config, malformed)
 
 

@@ -4,29 +4,46 @@ Per step, top to bottom:
 
 1. the sampler (``synthesis.frontier``: p(1-p) at the learnability frontier, or uniform for
    the ablation) picks ``tasks_per_step`` families; a task of each is drawn from the pool
-   ``synth`` made from the training repositories (a family promoted to a weaker hint reuses
-   the same bugs with that hint's text);
+   (``pool.SynthPool``; a family promoted to a weaker hint reuses the same bugs with that
+   hint's text).  ``synth`` fills the pool from the training repositories: round 0 before
+   training, then up to ``synth_rounds`` more rounds in a background thread (one validation
+   worker; it stops early once a round finds no new bug), never with a held-out bug; the
+   rounds it has finished join the pool at the start of a step, and the families the sampler
+   knows are those of round 0;
 2. each task is laid out (``env.RepoEnv``: one shadow copy and warm session per repository) and
    the policy runs ``group_size`` episodes on it through the serving harness
    (``rollout.rollout``), each scored by the task's tests;
 3. DAPO dynamic sampling: a group whose rewards are all equal carries no gradient; up to
    ``refills`` of them per step are replaced by groups of newly drawn tasks (the fraction of
    zero-variance groups is logged);
-4. one GRPO step (``torch_grpo.grpo_step``: the exact variant is in its docstring);
+4. one GRPO step by the learner (``learner.Learner``: ``torch_grpo.grpo_step`` or
+   ``mlx_grpo.grpo_step``, one variant, named exactly in their docstrings);
 5. every outcome goes back to the sampler; every ``eval_every`` steps the held-out tasks (made
-   with another synthesis seed, never trained on) are evaluated greedily;
-6. a checkpoint: LoRA adapter, optimiser, sampler state, RNG states, step and pool cursor,
+   with another synthesis seed, never trained on) are evaluated: one greedy episode per task,
+   or the mean of ``eval_samples`` sampled ones (``_evaluate``);
+6. a checkpoint: LoRA adapter, optimiser, sampler state, RNG states, step and the pool's state
+   (the rounds taken and the draw cursors),
    written to a new folder and published by renaming a pointer file, so a kill at any moment
    leaves the last complete checkpoint; ``--resume`` continues from it exactly (metrics rows
    of steps after it are dropped, so no step is counted twice).
 
-At the end the adapter is merged into the base weights (``RUN/final``, a transformers folder
-that ``frognano fix --model torch:RUN/final`` and the editor load) and exported (``mlx-4bit``).
+The weights are the learner's (``config.backend``: ``torch_learner`` on transformers + peft,
+``mlx_learner`` on mlx-lm); this file imports neither framework.  At the end the adapter is
+merged into the base weights (``RUN/final``, a model folder of the backend that ``frognano fix
+--model BACKEND:RUN/final`` and the editor load) and exported (``mlx-4bit``).
 
 Rollouts run in this process on the learner's own weights by default; with ``workers`` > 1
 (or ``ray``) each group runs on a worker process or Ray actor (``RolloutWorker``, through the
 pools ``synth`` validates on), which loads the adapter of the latest checkpoint, the learner's
 weights after the previous step, before it rolls out: the step's rollouts stay on-policy.
+
+Under ``accelerate launch`` (or ``torchrun``) the loop runs data-parallel on every process
+(``distributed.py`` names the variant): the same draws everywhere, each rank rolls out its
+share of a step's groups and evaluates its share of the held-out tasks, the gathered results
+are the single process's, the GRPO update sums the ranks' gradients, and rank 0 alone writes
+the run directory and synthesises tasks (the pool's background rounds run there; the other
+ranks take exactly the rounds rank 0 took, ``_refresh``).  ``RUN/distributed.json`` records
+the number of processes and each rank's final adapter digest.  Not with ``workers`` or ``ray``.
 """
 
 from __future__ import annotations
@@ -38,15 +55,15 @@ import os
 import random
 import shutil
 import time
-from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import FrogNanoError, UsageError
+from ..errors import UsageError
 from ..progress import Progress, Silent
 from .config import TrainConfig
 from .env import RepoEnv, TaskError
+from .pool import SynthPool, TaskPool
 from .tasks import EvalTask
 
 __all__ = ["TrainResult", "train"]
@@ -63,47 +80,7 @@ class TrainResult:
     final: Path | None
     export: Path | None
     metrics: list[dict] = field(default_factory=list)
-
-
-# -- the task pool ---------------------------------------------------------------------------------
-class TaskPool:
-    """Training tasks by family, drawn in a seeded order; the cursor is part of a checkpoint."""
-
-    def __init__(self, tasks: list[EvalTask], seed: int) -> None:
-        self.by_family: dict[str, list[EvalTask]] = defaultdict(list)
-        for t in tasks:
-            self.by_family[t.family].append(t)
-        rng = random.Random(seed)
-        for family in sorted(self.by_family):
-            rng.shuffle(self.by_family[family])
-        self.cursor: dict[str, int] = defaultdict(int)
-
-    @property
-    def families(self) -> list[str]:
-        return sorted(self.by_family)
-
-    def draw(self, family: str) -> EvalTask:
-        """The next task of ``family``; a family the pool lacks (a promoted, weaker hint) takes a
-        task of the same bug kind and distance and shows that hint's text instead."""
-        from dataclasses import replace
-
-        from ..synthesis.frontier import Family
-        from ..synthesis.validate import hint_text
-
-        hint = None
-        key = family
-        if family not in self.by_family:
-            hint = Family.from_key(family).hint
-            # The same bugs at another hint level: the pool's families that differ only in the hint.
-            same = [k for k in self.families if replace(Family.from_key(k), hint=hint).key == family]
-            key = same[0] if same else self.families[0]
-        tasks = self.by_family[key]
-        task = tasks[self.cursor[family] % len(tasks)]
-        self.cursor[family] += 1
-        if hint is not None:
-            task = replace(task, hint=hint_text({**task.extra, "FAIL_TO_PASS": list(task.FAIL_TO_PASS)}, hint),
-                           family=family)
-        return task
+    backend: str = "torch"  # the final model is a folder of this backend: frognano fix --model BACKEND:FINAL
 
 
 # -- the run directory ------------------------------------------------------------------------------
@@ -161,18 +138,14 @@ class RunDir:
             fh.flush()
             os.fsync(fh.fileno())
 
-    def save(self, step: int, policy, optimizer, sampler, pool: TaskPool, rng: random.Random) -> None:
-        import torch
-
+    def save(self, step: int, learner, sampler, pool: TaskPool, rng: random.Random) -> None:
         folder = self.checkpoints / f"step-{step:06d}"
         tmp = self.checkpoints / f".step-{step:06d}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-        policy.model.save_pretrained(tmp / "adapter")
-        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+        learner.save(tmp)  # adapter, optimiser, the framework's RNG
         sampler.save(tmp / "sampler.json")
-        state = {"step": step, "cursor": dict(pool.cursor), "rng": _rng_state(rng),
-                 "torch_rng": torch.get_rng_state().tolist()}
+        state = {"step": step, "pool": pool.state_dict(), "rng": _rng_state(rng)}
         (tmp / "state.json").write_text(json.dumps(state))
         shutil.rmtree(folder, ignore_errors=True)
         tmp.rename(folder)
@@ -199,124 +172,162 @@ def _set_rng_state(rng: random.Random, state: list) -> None:
 # -- the loop ----------------------------------------------------------------------------------------
 def train(config: TrainConfig, run: Path, *, resume: bool = False, progress: Progress | None = None) -> TrainResult:
     """Train per ``config`` into the run directory ``run`` (module docstring)."""
-    import torch
-
     from ..synthesis.frontier import FrontierConfig, FrontierSampler, UniformSampler
-    from .torch_grpo import grpo_step, make_optimizer
+    from . import distributed
+    from .learner import base_model_path, make_learner
 
-    progress = progress or Silent()
+    distributed.init()  # nothing in a single process
+    distributed.on_main(lambda: _check_distributed(config))  # one error line, rank 0's
+    # Rank 0 shows the progress and writes the run directory; the others wait where it writes.
+    progress = progress if progress is not None and distributed.is_main() else Silent()
     rundir = RunDir(run)
-    state = rundir.start(config, resume)
+    state = distributed.on_main(lambda: rundir.start(config, resume))
     started = time.monotonic()
     random.seed(config.seed)
-    torch.manual_seed(config.seed)
     repos = [Path(r) for r in config.repos]
     if not repos:
         from .presets import example_repos
 
-        repos = example_repos(rundir.path / "repos", progress)
+        repos = distributed.on_main(lambda: example_repos(rundir.path / "repos", progress))
     progress.phase("synthesising tasks")
-    train_tasks, heldout = _task_sets(repos, rundir.path, config)
-    pool = TaskPool(train_tasks, config.seed)
-    families = pool.families
+    with distributed.main_first():  # rank 0 synthesises; the others then read its task files
+        pool, heldout = _task_sets(repos, rundir.path, config)
+    families = pool.families  # round 0's, also when resuming: the pool takes the saved rounds below
     if config.sampler == "frontier":
         sampler: Any = FrontierSampler(families, FrontierConfig.from_dict({"seed": config.seed, **config.frontier}))
     else:
         sampler = UniformSampler(families, seed=config.seed)
     grpo = config.grpo_config()
-    policy = _policy(config, rundir.path, grpo, state)
-    optimizer = make_optimizer(policy.model, grpo)
+    with distributed.main_first():  # rank 0 builds the tiny base model (if it is the one trained) for all
+        if distributed.active() and distributed.is_main():
+            base_model_path(config, rundir.path)
+    # Restored from the checkpoint when resuming; on several processes, rank 0's initial adapters.
+    learner = make_learner(config, rundir.path, state)
+    policy = learner.policy
     rng = random.Random(config.seed)
     first = 0
     if state is not None:
-        optimizer.load_state_dict(torch.load(state["folder"] / "optimizer.pt"))
         sampler.load_state_dict(json.loads((state["folder"] / "sampler.json").read_text()))
-        pool.cursor.update(state["cursor"])
+        pool.load_state_dict(state["pool"])
         _set_rng_state(rng, state["rng"])
-        torch.set_rng_state(torch.tensor(state["torch_rng"], dtype=torch.uint8))
         first = state["step"]
         log.info("resuming %s after step %d", rundir.path, first)
     envs = _Envs(config, policy)
     rollouts = None
     metrics: list[dict] = []
     try:
+        if distributed.is_main():  # one writer of the pool's rounds; the others follow in _refresh
+            pool.start()  # the next rounds of tasks, synthesised while the loop trains
         if state is None:
             if config.eval_every:  # the untrained model's held-out rate: the curve's start
                 start = {"step": 0, "eval": _evaluate(envs, heldout, config),
                          "frontier": {f.key: round(sampler.estimate(f), 4) for f in sampler.families},
                          "seconds": round(time.monotonic() - started, 2)}
-                rundir.log(start)
+                distributed.on_main(lambda: rundir.log(start))
                 metrics.append(start)
-            rundir.save(0, policy, optimizer, sampler, pool, rng)  # the weights step 1's rollouts use
+            # The weights step 1's rollouts use.
+            distributed.on_main(lambda: rundir.save(0, learner, sampler, pool, rng))
         rollouts = _Rollouts(config, rundir.path, envs)
         progress.phase("training", config.steps)
         progress.update(first, config.steps)
         for step in range(first + 1, config.steps + 1):
+            _refresh(pool)  # the rounds finished so far: new tasks only at a step boundary
             folder = rundir.checkpoints / rundir.latest.read_text().strip()
-            row = _step(step, config, grpo, rollouts, folder, pool, sampler, rng, policy, optimizer, grpo_step)
+            row = _step(step, config, grpo, rollouts, folder, pool, sampler, rng, learner)
             if step == config.steps or (config.eval_every and step % config.eval_every == 0):
                 row["eval"] = _evaluate(envs, heldout, config)
             row["frontier"] = {f.key: round(sampler.estimate(f), 4) for f in sampler.families}
+            row["pool_tasks"] = len(pool)
             row["seconds"] = round(time.monotonic() - started, 2)
-            rundir.log(row)
+            distributed.on_main(lambda: rundir.log(row))
             metrics.append(row)
-            rundir.save(step, policy, optimizer, sampler, pool, rng)
+            distributed.on_main(lambda: rundir.save(step, learner, sampler, pool, rng))
             note = f"reward {row['reward_mean']:.2f}, zero-var {row['zero_variance_fraction']:.0%}"
             if "eval" in row:
                 note += f", held-out {row['eval']['resolve_rate']:.0%}"
             progress.update(step, config.steps, note)
-        final, export = _finish(config, rundir.path, policy, progress)
+        pool.close()  # training is over: no more rounds
+        progress.phase("merging and exporting")
+        if distributed.active():
+            _record_ranks(rundir.path, learner, sampler, pool, rng)
+        final, export = distributed.on_main(lambda: learner.finish(rundir.path, config.export))
     finally:
+        pool.close()
         if rollouts is not None:
             rollouts.close()
         envs.close()
-    return TrainResult(rundir.path, config.steps, final, export, metrics)
+        distributed.close()
+    return TrainResult(rundir.path, config.steps, final, export, metrics, backend=config.backend)
 
 
-def _task_sets(repos: list[Path], run: Path, config: TrainConfig) -> tuple[list[EvalTask], list[EvalTask]]:
-    """(training tasks, held-out tasks): synthesised once into the run directory (resumable)."""
-    from ..synthesis.store import patch_hash
+def _check_distributed(config: TrainConfig) -> None:
+    """What a data-parallel launch (``distributed.py``) cannot combine with."""
+    from . import distributed
+
+    if not distributed.active():
+        return
+    if config.workers > 1 or config.ray is not None:
+        raise UsageError("--workers and --ray cannot be combined with a launch on several processes "
+                         f"(WORLD_SIZE={distributed.world()}): each process already rolls out its share")
+    if config.backend != "torch":
+        raise UsageError(f"backend {config.backend} cannot train on several processes: "
+                         "launch it as one process, or use --backend torch")
+
+
+def _refresh(pool: SynthPool) -> None:
+    """``pool.refresh()`` on every rank alike: rank 0 (the only one synthesising) takes the
+    finished rounds, and the others take exactly as many, so that every rank draws the same
+    tasks even when a round is published between two ranks' looks."""
+    from . import distributed
+
+    if not distributed.active():
+        pool.refresh()
+        return
+
+    def main() -> int:
+        pool.refresh()
+        return pool.state_dict()["rounds"]
+
+    rounds = distributed.on_main(main)
+    if not distributed.is_main() and pool.state_dict()["rounds"] != rounds:
+        pool.load_state_dict({**pool.state_dict(), "rounds": rounds})  # the rounds again, the same cursors
+
+
+def _record_ranks(run: Path, learner, sampler, pool: TaskPool, rng: random.Random) -> None:
+    """``RUN/distributed.json``: the number of processes and, per rank, a digest of its adapter
+    weights and one of its loop state (sampler, pool rounds and cursors, RNG) at the end; each
+    must be equal on all ranks (the same draws everywhere, the same summed gradient stepped)."""
+    import hashlib
+
+    from . import distributed
+
+    loop_state = json.dumps([sampler.state_dict(), pool.state_dict(), _rng_state(rng)], sort_keys=True, default=str)
+    mine = (learner.digest(), hashlib.sha256(loop_state.encode()).hexdigest())
+    ranks = distributed.gather_objects(mine)
+    identical = len(set(ranks)) == 1
+    if distributed.is_main():
+        _write_atomic(run / "distributed.json", json.dumps({
+            "world": distributed.world(), "adapter_sha256": [r[0] for r in ranks],
+            "loop_state_sha256": [r[1] for r in ranks], "identical": identical}, indent=1))
+    if not identical:
+        log.warning("distributed: the ranks' adapters or loop states differ at the end: %s", ranks)
+
+
+def _task_sets(repos: list[Path], run: Path, config: TrainConfig) -> tuple[SynthPool, list[EvalTask]]:
+    """(the training pool, held-out tasks), in the run directory (resumable): the held-out tasks
+    first (another seed), then the pool's round 0, which never holds a held-out bug (pool.py)."""
     from ..synthesis.synth import synthesize
     from .tasks import load_tasks
 
-    train_file, heldout_file = run / "tasks.jsonl", run / "heldout.jsonl"
-    synthesize(repos, train_file, n=config.tasks_per_repo, seed=config.seed)
-    synthesize(repos, heldout_file, n=config.heldout_per_repo, seed=HELDOUT_SEED)
-    train_tasks, _ = load_tasks(train_file)
+    from . import distributed
+
+    heldout_file = run / "heldout.jsonl"
+    if distributed.is_main():  # the other ranks read rank 0's files (train's main_first)
+        synthesize(repos, heldout_file, n=config.heldout_per_repo, seed=HELDOUT_SEED)
     heldout, _ = load_tasks(heldout_file)
-    seen = {patch_hash(t.patch) for t in train_tasks}
-    heldout = [t for t in heldout if patch_hash(t.patch) not in seen]  # never trained on
-    if not train_tasks:
-        raise UsageError("no training tasks could be synthesised from the repositories")
-    return train_tasks, heldout
-
-
-def _policy(config: TrainConfig, run: Path, grpo, state: dict | None):
-    """The policy: the base model with LoRA adapters (restored from a checkpoint when resuming),
-    wrapped as FrogNano's torch backend so episodes use the serving decode loop."""
-    from ..runtime.torch import TorchModel
-    from .torch_grpo import lora_model
-
-    if config.base_model == "tiny":
-        base = run / "base"
-        if not (base / "config.json").exists():
-            from ..runtime.tiny import build_tiny
-
-            build_tiny(base, "torch", seed=config.seed, **config.tiny)
-        path = str(base)
-    else:
-        path = config.base_model.split(":", 1)[1]
-    try:
-        loaded = TorchModel.load(path, cache_prompt=True)
-    except FrogNanoError as exc:
-        raise UsageError(f"cannot load the base model {config.base_model}: {exc}") from None
-    if state is not None:
-        from peft import PeftModel
-
-        model = PeftModel.from_pretrained(loaded.model, str(state["folder"] / "adapter"), is_trainable=True)
-    else:
-        model = lora_model(loaded.model, grpo)
-    return TorchModel(f"policy:{Path(path).name}", model, loaded.tokenizer, path=path)
+    pool = SynthPool(run / "pool", repos, heldout_file, n=config.tasks_per_repo, seed=config.seed,
+                     rounds=config.synth_rounds)
+    return pool, heldout
 
 
 class _Envs:
@@ -326,7 +337,8 @@ class _Envs:
         from ..config import Settings
 
         self.settings = Settings(lanes=1, temperature=config.temperature, max_turns=config.max_turns,
-                                 max_new_tokens=config.max_new_tokens, constrain=True, max_candidates=15)
+                                 max_new_tokens=config.max_new_tokens, constrain=True,
+                                 max_candidates=config.max_candidates)
         self.policy = policy
         self.config = config
         self._envs: dict[str, RepoEnv] = {}
@@ -365,7 +377,8 @@ def _group(envs: _Envs, task: EvalTask, index: int, config: TrainConfig, seeds: 
         log.warning("task %s skipped: %s", task.instance_id, exc)
         return None
     search = candidates_for(env, state)
-    return [rollout(env, state, group=index, seed=seed, tools=tuple(config.tools), search=search) for seed in seeds]
+    return [rollout(env, state, group=index, seed=seed, tools=tuple(config.tools), search=search,
+                    listed=config.max_candidates) for seed in seeds]
 
 
 class RolloutWorker:
@@ -375,20 +388,19 @@ class RolloutWorker:
     loads it when it has another one, so every rollout of a step is on-policy."""
 
     def __init__(self, config: dict, run: str) -> None:
+        from .learner import make_learner
+
         self.config = TrainConfig.from_dict(config)
         self.run_dir = Path(run)
-        self.policy = _policy(self.config, self.run_dir, self.config.grpo_config(), None)
-        self.policy.model.eval()
+        self.learner = make_learner(self.config, self.run_dir)
+        self.policy = self.learner.policy
         self.envs = _Envs(self.config, self.policy)
         self.loaded = ""
 
     def run(self, item: tuple[str, EvalTask, int, list[int]]):
         folder, task, index, seeds = item
         if folder != self.loaded:
-            from peft import set_peft_model_state_dict
-            from safetensors.torch import load_file
-
-            set_peft_model_state_dict(self.policy.model, load_file(str(Path(folder) / "adapter" / "adapter_model.safetensors")))
+            self.learner.load_adapter(Path(folder))
             self.loaded = folder
         return _group(self.envs, task, index, self.config, seeds)
 
@@ -413,6 +425,17 @@ class _Rollouts:
             self.pool = kind(RolloutWorker, (config.to_dict(), str(run)), config.workers)
 
     def groups(self, folder: Path, requests: list[tuple[EvalTask, int, list[int]]]) -> list:
+        from . import distributed
+
+        if self.pool is None and distributed.active():
+            # Request i on rank i % world; gathered, every rank has every group in request order.
+            world, rank = distributed.world(), distributed.rank()
+            mine = {i: _group(self.envs, task, index, self.config, seeds)
+                    for i, (task, index, seeds) in enumerate(requests) if i % world == rank}
+            done: dict[int, Any] = {}
+            for part in distributed.gather_objects(mine):
+                done.update(part)
+            return [done[i] for i in range(len(requests))]
         if self.pool is None:
             return [_group(self.envs, task, index, self.config, seeds) for task, index, seeds in requests]
         return [result for _, result in self.pool.map([(str(folder), *r) for r in requests])]
@@ -425,7 +448,7 @@ class _Rollouts:
             self._stack.close()
 
 
-def _step(step, config, grpo, rollouts, folder, pool, sampler, rng, policy, optimizer, grpo_step) -> dict:
+def _step(step, config, grpo, rollouts, folder, pool, sampler, rng, learner) -> dict:
     """One step: rounds of groups (the sampler's families, then DAPO refills of the groups
     whose rewards were all equal), then one GRPO update."""
     from ..synthesis.frontier import Family
@@ -446,8 +469,8 @@ def _step(step, config, grpo, rollouts, folder, pool, sampler, rng, policy, opti
                 if r.status != "error":
                     sampler.update(Family.from_key(family), r.resolved)
                     outcomes.append(r.resolved)
-                else:
-                    errors += 1
+                # Infrastructure failures, and episodes whose tokens the loss cannot use.
+                errors += r.status == "error" or r.sample.error
             clean = [r.sample.reward for r in result if not r.sample.error]
             if len(clean) >= 2 and all_equal(clean):
                 zero += 1
@@ -458,70 +481,61 @@ def _step(step, config, grpo, rollouts, folder, pool, sampler, rng, policy, opti
                     continue
             samples.extend(r.sample for r in result)
         batch = again
-    policy.model.train()
-    stats = grpo_step(policy.model, optimizer, samples, grpo) if samples else {"stepped": 0.0}
-    policy.model.eval()
+    stats = learner.step(samples, grpo) if samples else {"stepped": 0.0}
     rewards = [s.reward for s in samples if not s.error]
-    return {"step": step, "groups": groups, "zero_variance_groups": zero, "refills": refills,
+    # The update's statistics cover the groups it kept; the step's own counts (all groups,
+    # refilled ones included) take their names.
+    return {**{k: v for k, v in stats.items() if isinstance(v, (int, float))},
+            "step": step, "groups": groups, "zero_variance_groups": zero, "refills": refills,
             "zero_variance_fraction": zero / groups if groups else 0.0, "errors": errors,
             "reward_mean": sum(rewards) / len(rewards) if rewards else 0.0,
-            "resolved_rate": sum(outcomes) / len(outcomes) if outcomes else 0.0,
-            **{k: v for k, v in stats.items() if isinstance(v, (int, float))}}
+            "resolved_rate": sum(outcomes) / len(outcomes) if outcomes else 0.0}
 
 
 def _evaluate(envs: _Envs, heldout: list[EvalTask], config: TrainConfig) -> dict:
-    """The held-out resolve rate: one greedy episode per task through the serving harness."""
+    """The held-out resolve rate through the serving harness: one greedy episode per task
+    (``eval_samples`` 1), or the mean over ``eval_samples`` episodes sampled at the rollout
+    temperature (pass@1 estimated from k samples, as DeepSeek-R1 reports it: a small policy's
+    greedy episode repeats its first call every turn).  The seeds are the same at every
+    evaluation, so successive rates differ by the policy, not by the draw.  On several
+    processes task i is evaluated on rank i % world and the counts are summed: an episode does
+    not depend on where it runs, so the numbers are a single process's."""
     from dataclasses import replace
 
     from ..repair.agent import EpisodeStatus
+    from . import distributed
     from .metrics import wilson
     from .rollout import candidates_for
 
-    resolved = total = 0
+    greedy = config.eval_samples == 1
+    resolved = total = tasks = 0
     try:
-        for task in heldout:
+        for task in heldout[distributed.rank()::distributed.world()]:
             try:
                 env = envs.get(task)
-                env.engine.settings = replace(envs.settings, temperature=0.0)
+                env.engine.settings = replace(envs.settings, temperature=0.0) if greedy else envs.settings
                 state = env.reset(task)
                 search = candidates_for(env, state)
-                episode, _ = env.engine.model_episode(state.diagnosis, env.engine.verifier(state.diagnosis), search,
-                                                      0, record=False, seed=0, hint=task.hint,
-                                                      tools=tuple(config.tools))
-                if episode.status == EpisodeStatus.MODEL_ERROR:
-                    continue
-                total += 1
-                resolved += env.reward(state, episode.patch).resolved
+                counted = 0
+                for k in range(config.eval_samples):
+                    episode, _ = env.engine.model_episode(state.diagnosis, env.engine.verifier(state.diagnosis),
+                                                          search, 0, record=False, seed=HELDOUT_SEED + k,
+                                                          hint=task.hint, tools=tuple(config.tools),
+                                                          listed=config.max_candidates)
+                    if episode.status == EpisodeStatus.MODEL_ERROR:
+                        continue
+                    counted += 1
+                    resolved += env.reward(state, episode.patch).resolved
+                total += counted
+                tasks += counted > 0
             except TaskError as exc:
                 log.warning("held-out task %s skipped: %s", task.instance_id, exc)
     finally:
         envs.sampling()
+    if distributed.active():
+        counts = distributed.gather_objects((resolved, total, tasks))
+        resolved, total, tasks = (sum(c[i] for c in counts) for i in range(3))
     low, high = wilson(resolved, total)
-    return {"tasks": total, "resolved": resolved, "resolve_rate": resolved / total if total else 0.0,
+    return {"tasks": tasks, "episodes": total, "resolved": resolved,
+            "resolve_rate": resolved / total if total else 0.0,
             "ci": [round(low, 4), round(high, 4)]}
-
-
-def _finish(config: TrainConfig, run: Path, policy, progress: Progress) -> tuple[Path, Path | None]:
-    """Merge the adapter into the base weights (``RUN/final``) and export it."""
-    progress.phase("merging and exporting")
-    final = run / "final"
-    tmp = run / ".final.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    merged = policy.model.merge_and_unload()
-    merged.save_pretrained(tmp, safe_serialization=True)
-    policy.tokenizer.save_pretrained(tmp)
-    shutil.rmtree(final, ignore_errors=True)
-    tmp.rename(final)
-    export = None
-    if config.export == "mlx-4bit":
-        try:
-            import mlx_lm  # noqa: F401
-        except ImportError:
-            log.warning("mlx is not installed: the mlx-4bit export is skipped")
-        else:
-            from ..runtime.export import export as do_export
-
-            out = run / "final-mlx-4bit"
-            shutil.rmtree(out, ignore_errors=True)
-            export = do_export(final, "mlx-4bit", out).path
-    return final, export

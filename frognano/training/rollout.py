@@ -51,7 +51,7 @@ def candidates_for(env: RepoEnv, state: TaskState):
 
 def rollout(env: RepoEnv, state: TaskState, *, group: int, seed: int, tools: tuple[str, ...] | None = None,
             reward: RewardConfig = RewardConfig(), cancel: threading.Event | None = None,
-            search=None) -> Rollout:
+            search=None, listed: int | None = None) -> Rollout:
     """One episode of ``env``'s model (an in-process ``LocalModel``) on ``state``."""
     from ..repair.agent import EpisodeStatus
 
@@ -65,7 +65,7 @@ def rollout(env: RepoEnv, state: TaskState, *, group: int, seed: int, tools: tup
         with recording(trajectory):
             episode, _ = env.engine.model_episode(state.diagnosis, env.engine.verifier(state.diagnosis), search,
                                                   seed, cancel, record=False, seed=seed, hint=state.task.hint,
-                                                  tools=tools)
+                                                  tools=tools, listed=listed)
         if episode.status in (EpisodeStatus.MODEL_ERROR, EpisodeStatus.CANCELLED):
             raise FrogNanoError(episode.error or str(episode.status))
         scored = env.reward(state, episode.patch, config=reward, malformed=episode.malformed)

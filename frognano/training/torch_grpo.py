@@ -26,7 +26,7 @@ precision (measured on the tiny model: recomputed against recorded, max differen
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -118,19 +118,35 @@ def _allowed_rows(allowed: list[bytes | None], vocab: int, device: Any) -> torch
     return torch.from_numpy(rows).to(device)
 
 
-def grpo_loss(model: Any, samples: list[Sample], advantages: list[float],
-              config: GRPOConfig) -> tuple[torch.Tensor, dict[str, float]]:
+def grpo_loss(model: Any, samples: list[Sample], advantages: list[float], config: GRPOConfig, *,
+              shard: tuple[int, int] | None = None) -> tuple[torch.Tensor, dict[str, float]]:
     """The clipped-surrogate loss of ``samples`` (one advantage each) and its statistics.
 
     Stats: ``tokens`` (trained tokens), ``ratio_mean``, ``clip_low_fraction`` / ``clip_high_fraction``
     (share of trained tokens where the clip took the gradient away: ratio below 1 - epsilon with
     a negative advantage, above 1 + epsilon_high with a positive one, as TRL counts them), ``kl``
     (mean k3 estimate, only when beta > 0).
+
+    ``shard=(rank, world)`` (data-parallel training, ``distributed.py``): only the episodes j with
+    j % world == rank enter the forward pass, but the loss is divided by the whole batch's
+    normaliser (its trained tokens, its size), and so are the ratio and clip statistics: the loss,
+    its gradient and every statistic summed over the ranks equal the unsharded ones.  An empty
+    share gives a zero loss without a graph and zero statistics.
     """
     check_loss_inputs(samples, advantages, config)
     if config.beta > 0 and not hasattr(model, "disable_adapter"):
         raise UsageError(f"beta {config.beta} needs a reference model: wrap the model with lora_model, "
                          "whose disabled adapters are the reference")
+    whole_tokens, whole_size = 0.0, len(samples)
+    if shard is not None:
+        r, w = shard
+        whole_tokens = float(sum(sum(loss_mask(s, mask_truncated=config.mask_truncated)) for s in samples))
+        mine = [j for j in range(len(samples)) if j % w == r]
+        samples, advantages = [samples[j] for j in mine], [advantages[j] for j in mine]
+        if not samples:
+            zero = {"tokens": 0.0, "ratio_mean": 0.0, "clip_low_fraction": 0.0, "clip_high_fraction": 0.0}
+            return torch.zeros((), device=next(model.parameters()).device), \
+                {**zero, **({"kl": 0.0} if config.beta > 0 else {})}
     new = sequence_logprobs(model, samples, temperature=config.temperature)
     device = new[0].device
     ref = None
@@ -166,13 +182,16 @@ def grpo_loss(model: Any, samples: list[Sample], advantages: list[float],
 
     tokens = float(sum(float(c) for c in counts))
     total = torch.stack(sums).sum()
+    # The normalisers are the whole batch's: a shard's share of them would weight ranks unequally.
+    norm_tokens, size = (tokens, len(samples)) if shard is None else (whole_tokens, whole_size)
     if config.loss_type == "dapo":
-        loss = total / max(tokens, 1.0)
+        loss = total / max(norm_tokens, 1.0)
     elif config.loss_type == "dr_grpo":
-        loss = total / (config.max_completion_length * len(samples))
+        loss = total / (config.max_completion_length * size)
     else:  # "grpo": an episode with no trained token still counts in the mean (as TRL's clamp(min=1))
-        loss = torch.stack([s / torch.clamp(c, min=1.0) for s, c in zip(sums, counts)]).mean()
-    denominator = max(tokens, 1.0)
+        per_episode = torch.stack([s / torch.clamp(c, min=1.0) for s, c in zip(sums, counts)])
+        loss = per_episode.mean() if shard is None else per_episode.sum() / size
+    denominator = max(norm_tokens, 1.0)
     stats = {"tokens": tokens, "ratio_mean": ratio_sum / denominator, "clip_low_fraction": clip_low / denominator,
              "clip_high_fraction": clip_high / denominator}
     if ref is not None:
@@ -180,8 +199,9 @@ def grpo_loss(model: Any, samples: list[Sample], advantages: list[float],
     return loss, stats
 
 
-def grpo_step(model: Any, optimizer: torch.optim.Optimizer, samples: list[Sample],
-              config: GRPOConfig) -> dict[str, float]:
+def grpo_step(model: Any, optimizer: torch.optim.Optimizer, samples: list[Sample], config: GRPOConfig, *,
+              shard: tuple[int, int] | None = None,
+              all_reduce: Callable[[list[torch.Tensor]], None] | None = None) -> dict[str, float]:
     """One GRPO update from a batch of episodes (several groups): filter, advantages, loss,
     backward, clip, step.
 
@@ -192,25 +212,64 @@ def grpo_step(model: Any, optimizer: torch.optim.Optimizer, samples: list[Sample
     ``grpo_loss``'s stats.  Nothing is stepped when no group carries a gradient or no token is
     trained: Adam's momentum would otherwise move the weights on a zero gradient.  A NaN or
     infinite loss or gradient raises ``NonFiniteLossError`` with the weights untouched.
+
+    Data-parallel (``distributed.py``): every rank passes the same ``samples``, its ``shard``
+    (rank, world) and ``all_reduce`` (sums a list of tensors over the ranks, in place).  Each
+    rank backpropagates its share of the loss (``grpo_loss``), then the gradients and the loss
+    statistics are summed, so every rank clips and steps the single-process gradient; a rank
+    with no episode of its own still takes part, with zero gradients.
     """
     batch, advantages, stats = assemble(samples, config)
     if not any(any(loss_mask(s, mask_truncated=config.mask_truncated)) for s in batch):
         return stats
 
     optimizer.zero_grad(set_to_none=True)
-    loss, loss_stats = grpo_loss(model, batch, advantages, config)
-    stats.update(loss_stats)
-    if not torch.isfinite(loss):
-        raise NonFiniteLossError(f"the GRPO loss is {loss.item()} on {len(batch)} episodes of {int(stats['kept_groups'])} groups "
-                                 "(check the episodes' logprobs and rewards); no step was taken")
-    loss.backward()
+    loss, loss_stats = grpo_loss(model, batch, advantages, config, shard=shard)
     params = [p for p in model.parameters() if p.requires_grad]
+    if shard is None:
+        stats.update(loss_stats)
+        if not torch.isfinite(loss):
+            raise NonFiniteLossError(f"the GRPO loss is {loss.item()} on {len(batch)} episodes of "
+                                     f"{int(stats['kept_groups'])} groups (check the episodes' logprobs and "
+                                     "rewards); no step was taken")
+        loss.backward()
+        loss_value = loss.item()
+    else:
+        loss_value = _sharded_backward(loss, loss_stats, params, all_reduce, stats)
+        if not math.isfinite(loss_value):  # the same sum on every rank: all raise together
+            optimizer.zero_grad(set_to_none=True)
+            raise NonFiniteLossError(f"the GRPO loss is {loss_value} on {len(batch)} episodes of "
+                                     f"{int(stats['kept_groups'])} groups (check the episodes' logprobs and "
+                                     "rewards); no step was taken")
     # max_norm inf still returns the norm, and scales by min(1, inf) = 1: no clipping.
     norm = float(torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm or math.inf))
     if not math.isfinite(norm):
         optimizer.zero_grad(set_to_none=True)
-        raise NonFiniteLossError(f"the gradient norm is {norm} (loss {loss.item()}); no step was taken")
+        raise NonFiniteLossError(f"the gradient norm is {norm} (loss {loss_value}); no step was taken")
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
-    stats.update(loss=loss.item(), grad_norm=norm, stepped=1.0)
+    stats.update(loss=loss_value, grad_norm=norm, stepped=1.0)
     return stats
+
+
+def _sharded_backward(loss: torch.Tensor, loss_stats: dict[str, float], params: list[torch.Tensor],
+                      all_reduce: Callable[[list[torch.Tensor]], None] | None, stats: dict[str, float]) -> float:
+    """Backpropagate this rank's share, then sum the gradients and the statistics over the ranks
+    (``stats`` takes the sums); the summed loss.  The sum happens before the finiteness check,
+    so that a NaN on one rank stops every rank at the same point instead of leaving the others
+    waiting in a collective."""
+    if loss.requires_grad:  # an empty share has no graph: its gradient is zero
+        loss.backward()
+    grads = []
+    for p in params:
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+        grads.append(p.grad)
+    keys = sorted(loss_stats)
+    totals = torch.tensor([float(loss.detach()), *(loss_stats[k] for k in keys)], dtype=torch.float64,
+                          device=params[0].device)
+    if all_reduce is not None:
+        all_reduce([*grads, totals])
+    summed = totals.tolist()
+    stats.update(zip(keys, summed[1:]))
+    return summed[0]

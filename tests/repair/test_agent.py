@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+from frognano.errors import FrogNanoError
+
 from frognano.config import Settings
 from frognano.repair.engine import Engine
 from frognano.repair.harness import ToolCall, parse_tool_call, render_tool_call
@@ -212,3 +214,30 @@ def test_dead_endpoint_is_exit_2_with_a_clear_message(example):
     assert proc.returncode == 2, proc.stdout + proc.stderr
     errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
     assert len(errors) == 1 and f"127.0.0.1:{port}" in errors[0] and "connection refused" in errors[0]
+
+
+def test_a_seeded_episode_draws_each_turn_from_its_own_stream():
+    from frognano.repair.agent import turn_sampling
+    from frognano.runtime.base import Sampling
+
+    base = Sampling(temperature=1.0, seed=7)
+    seeds = [turn_sampling(base, t).seed for t in range(4)]
+    assert seeds[0] == 7 and len(set(seeds)) == 4
+    assert turn_sampling(base, 2) == turn_sampling(base, 2)  # reproducible
+    assert turn_sampling(Sampling(temperature=1.0), 3).seed is None  # unseeded stays unseeded
+
+
+def test_a_shorter_candidate_list_bounds_apply_in_the_schema():
+    from frognano.repair.agent import EpisodeConfig
+    from frognano.repair.harness import MAX_CANDIDATES, TOOLS
+
+    def n_max(config):
+        return next(t for t in config.schemas if t["function"]["name"] == "apply")["function"]["parameters"][
+            "properties"]["n"]["maximum"]
+
+    assert n_max(EpisodeConfig()) == MAX_CANDIDATES
+    assert n_max(EpisodeConfig(tools=("candidates", "apply", "submit"), listed=3)) == 3
+    assert TOOLS[[t["function"]["name"] for t in TOOLS].index("apply")]["function"]["parameters"][
+        "properties"]["n"]["maximum"] == MAX_CANDIDATES  # the shared schema is untouched
+    with pytest.raises(FrogNanoError, match="listed"):
+        EpisodeConfig(listed=0)

@@ -49,7 +49,8 @@ def test_unconstrained_random_model_does_not_call_tools(model):
 
 def test_constrain_without_tools_is_free(model):
     gen = model.generate(MESSAGES, None, Sampling(temperature=1.0, seed=0, max_tokens=20), constrain=True)
-    assert gen.finish_reason == "length" and parse_call(gen.text) is None
+    # Free text (the random model may end its turn before the 20 tokens), never a forced call.
+    assert gen.token_ids and gen.finish_reason in ("length", "stop") and parse_call(gen.text) is None
 
 
 def test_bad_tool_schemas_are_usage_errors():

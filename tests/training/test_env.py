@@ -185,3 +185,27 @@ def test_evaluation_starts_from_the_run_synthesis_stored_for_the_clean_tree(arit
         assert not other.adopted and other.selection.everything
     finally:
         other.close()
+
+
+def test_a_patch_already_scored_on_the_laid_out_task_is_not_run_again(arith, arith_tasks):
+    """A group's episodes often submit the same patch (or none): one run each, the same reward."""
+    env = _env(arith)
+    try:
+        state = env.reset(parse_row(arith_tasks[0]))
+        buggy = env.ws.read("arith/ops.py")
+        runs = []
+        real = env.engine.runner.run
+        env.engine.runner.run = lambda *a, **k: runs.append(a) or real(*a, **k)
+        first = [env.reward(state, _fix("a - b", "a + b", buggy)), env.reward(state, None)]
+        again = [env.reward(state, _fix("a - b", "a + b", buggy)), env.reward(state, None),
+                 env.reward(state, _fix("a - b", "a + b", buggy), config=RewardConfig(format_penalty=0.25), malformed=1)]
+        assert len(runs) == 2
+        assert [(r.value, r.resolved) for r in again] == [(1.0, True), (0.0, False), (0.75, True)]
+        assert [(r.value, r.resolved) for r in first] == [(1.0, True), (0.0, False)]
+        # A new layout of the task starts with no runs.
+        state = env.reset(parse_row(arith_tasks[0]))
+        laid_out = len(runs)
+        env.reward(state, None)
+        assert len(runs) == laid_out + 1
+    finally:
+        env.close()
