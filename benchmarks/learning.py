@@ -6,8 +6,9 @@ What it runs
     synthesised from repaired copies of the bundled examples with the run's seed, held-out
     tasks with seed 1000, never trained on), once per seed with the frontier sampler and once
     with the uniform sampler, each in its own run directory under ``--scratch``.  Every run
-    evaluates the held-out tasks before training (step 0) and every ``eval_every`` steps,
-    greedily, through the serving harness.
+    evaluates the held-out tasks before training (step 0) and every ``eval_every`` steps
+    through the serving harness: the preset's ``eval_samples`` episodes per task, sampled with
+    the same seeds at every evaluation (so before and after differ by the policy alone).
 
     E1  held-out resolve rate after training vs before, frontier runs, mean ± sd over seeds;
         target >= 2x the untrained rate.
@@ -98,6 +99,9 @@ def main(argv: list[str] | None = None) -> int:
         body.append(["E2", f"{name}: frontier vs uniform", _ms(f), "uniform: " + _ms(u),
                      _ratio(statistics.mean(f), statistics.mean(u)), "-", "-"])
     minutes = statistics.mean(r["seconds"] for r in results) / 60
+    for r in results:
+        print(f"{r['sampler']:>8} seed {r['seed']}: held-out {r['before']:.3f} -> {r['after']:.3f}, "
+              f"zero-variance {r['zero_var']:.2f}, {r['seconds'] / 60:.1f} min", file=sys.stderr)
     _table.print_table(f"Learning on the tiny preset ({len(args.seeds)} seed(s), {args.steps} steps; "
                        f"{minutes:.1f} min per run)",
                        ["", "measure", "value", "baseline", "ratio", "target", "met"], body, left={0, 1, 3})

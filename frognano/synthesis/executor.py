@@ -120,16 +120,17 @@ class LocalPool:
 
 # -- Ray ---------------------------------------------------------------------------------------------
 class RayPool:
-    """``workers`` Ray actors (one CPU each), each one ``factory(*args)``, on an already
-    initialised Ray (see ``ray_cluster``).
+    """``workers`` Ray actors (one CPU each, and ``gpus`` GPUs each: a fraction shares one), each
+    one ``factory(*args)``, on an already initialised Ray (see ``ray_cluster``).
 
     At most two items per actor are in flight, so stopping early wastes little work.
     """
 
-    def __init__(self, factory: type, args: tuple, workers: int) -> None:
+    def __init__(self, factory: type, args: tuple, workers: int, *, gpus: float = 0.0) -> None:
         import ray
 
-        actor = ray.remote(num_cpus=1)(factory)
+        # Ray hides the GPUs from an actor that asks for none (CUDA_VISIBLE_DEVICES is empty).
+        actor = ray.remote(num_cpus=1, num_gpus=gpus)(factory)
         self._actors = [actor.remote(*args) for _ in range(workers)]
 
     def map(self, todo: Iterable) -> Iterator:

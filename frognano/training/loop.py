@@ -421,8 +421,11 @@ class _Rollouts:
 
             if config.ray is not None:
                 self._stack.enter_context(ray_cluster(config.ray, num_cpus=max(2, config.workers)))
-            kind = RayPool if config.ray is not None else LocalPool
-            self.pool = kind(RolloutWorker, (config.to_dict(), str(run)), config.workers)
+            if config.ray is not None:
+                self.pool = RayPool(RolloutWorker, (config.to_dict(), str(run)), config.workers,
+                                    gpus=config.rollout_gpus)
+            else:
+                self.pool = LocalPool(RolloutWorker, (config.to_dict(), str(run)), config.workers)
 
     def groups(self, folder: Path, requests: list[tuple[EvalTask, int, list[int]]]) -> list:
         from . import distributed

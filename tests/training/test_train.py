@@ -38,6 +38,13 @@ def test_config_checks_fields_against_each_other():
         TrainConfig.from_dict({"stepz": 3})
     with pytest.raises(UsageError, match="epsilon_high"):
         TrainConfig(grpo={"epsilon": 0.3, "epsilon_high": 0.2})
+    with pytest.raises(UsageError, match="max_candidates"):
+        TrainConfig(max_candidates=16)
+    with pytest.raises(UsageError, match="eval_samples"):
+        TrainConfig(eval_samples=0)
+    with pytest.raises(UsageError, match="give ray too"):
+        TrainConfig(rollout_gpus=1)
+    assert TrainConfig(rollout_gpus=0.5, ray="local", workers=2).rollout_gpus == 0.5
 
 
 def test_a_run_directory_is_never_mixed_with_another_config(tmp_path):
@@ -111,20 +118,7 @@ def test_the_tiny_preset_trains_and_its_model_serves(trained, tmp_path):
 @pytest.mark.slow
 def test_a_killed_run_resumes_without_counting_a_step_twice(tmp_path):
     run = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "frognano", "train", "--preset", "tiny-ci", "-o", str(run)],
-                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 600
-        while not (run / "latest").exists() or (run / "latest").read_text().strip() != "step-000001":
-            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
-            assert time.monotonic() < deadline
-            time.sleep(0.2)
-        os.killpg(proc.pid, signal.SIGKILL)  # mid-run, after the first step's checkpoint
-        proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert not (run / "final").exists()
+    kill_after_first_step(["train", "--preset", "tiny-ci", "-o", str(run)], run, tmp_path)
     other = _frognano("train", "--preset", "tiny-ci", "--steps", "5", "-o", str(run), "--resume", cwd=tmp_path)
     assert other.returncode == 2 and "another config" in other.stderr
     done = _frognano("train", "--preset", "tiny-ci", "-o", str(run), "--resume", cwd=tmp_path)
@@ -149,14 +143,17 @@ def test_rollouts_on_workers(tmp_path, where):
 @pytest.mark.slow
 @pytest.mark.asyncio
 async def test_the_language_server_runs_the_trained_model(trained, example):
-    from ..server.lsp import command, open_doc, save, serve, wait_state
-
     run, done = trained
     assert done.returncode == 0, done.stderr[-3000:]
-    root = example("calc")
+    await server_runs_the_model(f"torch:{(run / 'final').resolve()}", example("calc"))
+
+
+async def server_runs_the_model(spec: str, root) -> None:
+    """``frognano serve`` with the model ``spec`` and no search candidates runs its episode."""
+    from ..server.lsp import command, open_doc, save, serve, wait_state
+
     # No search candidates: the fix can only come from the trained model's episode.
-    options = {"debounceMs": 0, "model": f"torch:{(run / 'final').resolve()}", "maxCandidates": 0,
-               "maxPairs": 0, "episodes": 1}
+    options = {"debounceMs": 0, "model": spec, "maxCandidates": 0, "maxPairs": 0, "episodes": 1}
     async with serve(root, options) as client:
         open_doc(client, root / "calc/stats.py")
         save(client, root / "calc/stats.py")
@@ -166,3 +163,21 @@ async def test_the_language_server_runs_the_trained_model(trained, example):
         assert result["status"] in ("fixed", "unfixed"), result
         if result["status"] == "unfixed":
             assert "1 model episode ended" in result["message"], result
+
+
+def kill_after_first_step(args: list[str], run, cwd) -> None:
+    """Run ``frognano ARGS`` and SIGKILL it mid-run, right after its first step's checkpoint."""
+    proc = subprocess.Popen([sys.executable, "-m", "frognano", *args], cwd=cwd, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 600
+        while not (run / "latest").exists() or (run / "latest").read_text().strip() != "step-000001":
+            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert not (run / "final").exists()

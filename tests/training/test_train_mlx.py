@@ -9,11 +9,8 @@ The command-line runs mirror ``test_train.py``'s torch ones.
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -32,6 +29,7 @@ from frognano.training.grpo import Sample  # noqa: E402
 from frognano.training.tasks import parse_row  # noqa: E402
 
 from ..conftest import write_project  # noqa: E402
+from .test_train import kill_after_first_step, server_runs_the_model  # noqa: E402
 
 
 def _frognano(*args: str, cwd: Path, **kw) -> subprocess.CompletedProcess:
@@ -212,20 +210,7 @@ def test_the_tiny_preset_trains_on_mlx_and_its_model_serves(trained_mlx, tmp_pat
 def test_a_killed_mlx_run_resumes_without_counting_a_step_twice(tmp_path):
     run = tmp_path / "run"
     cmd = ["train", "--preset", "tiny-ci", "--backend", "mlx", "-o", str(run)]
-    proc = subprocess.Popen([sys.executable, "-m", "frognano", *cmd], cwd=tmp_path, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 600
-        while not (run / "latest").exists() or (run / "latest").read_text().strip() != "step-000001":
-            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
-            assert time.monotonic() < deadline
-            time.sleep(0.2)
-        os.killpg(proc.pid, signal.SIGKILL)  # mid-run, after the first step's checkpoint
-        proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert not (run / "final").exists()
+    kill_after_first_step(cmd, run, tmp_path)
     other = _frognano("train", "--preset", "tiny-ci", "--steps", "5", "--backend", "mlx", "-o", str(run),
                       "--resume", cwd=tmp_path)
     assert other.returncode == 2 and "another config" in other.stderr
@@ -252,20 +237,6 @@ def test_mlx_rollouts_on_worker_processes(tmp_path):
 @pytest.mark.slow
 @pytest.mark.asyncio
 async def test_the_language_server_runs_the_mlx_trained_model(trained_mlx, example):
-    from ..server.lsp import command, open_doc, save, serve, wait_state
-
     run, done = trained_mlx
     assert done.returncode == 0, done.stderr[-3000:]
-    root = example("calc")
-    # No search candidates: the fix can only come from the trained model's episode.
-    options = {"debounceMs": 0, "model": f"mlx:{(run / 'final').resolve()}", "maxCandidates": 0,
-               "maxPairs": 0, "episodes": 1}
-    async with serve(root, options) as client:
-        open_doc(client, root / "calc/stats.py")
-        save(client, root / "calc/stats.py")
-        await wait_state(client, "failing")
-        result = await command(client, "frognano.fix")
-        # A random model rarely repairs anything; what matters is that it loaded and ran an episode.
-        assert result["status"] in ("fixed", "unfixed"), result
-        if result["status"] == "unfixed":
-            assert "1 model episode ended" in result["message"], result
+    await server_runs_the_model(f"mlx:{(run / 'final').resolve()}", example("calc"))
