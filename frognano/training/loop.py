@@ -91,6 +91,7 @@ class RunDir:
         self.metrics = self.path / "metrics.jsonl"
         self.checkpoints = self.path / "checkpoints"
         self.latest = self.path / "latest"
+        self.board = None  # TensorBoard's mirror of the metric rows (board.py), made by start()
 
     def start(self, config: TrainConfig, resume: bool) -> dict | None:
         """The checkpoint state to resume from (None: a fresh run); refuses to mix runs."""
@@ -105,12 +106,23 @@ class RunDir:
             state = self.load_state()
             # Rows after the checkpoint are done again (none at all before the first one).
             self._trim_metrics(state["step"] if state is not None else -1)
+            self._open_board(state["step"] if state is not None else -1)
             return state
         if resume:
             raise UsageError(f"{self.path}: no run to resume (no config.json)")
         self.path.mkdir(parents=True, exist_ok=True)
         _write_atomic(self.config, json.dumps(config.to_dict(), indent=1))
+        self._open_board(None)
         return None
+
+    def _open_board(self, resume_after: int | None) -> None:
+        from .board import Board
+
+        self.board = Board(self.path, resume_after=resume_after)
+
+    def close(self) -> None:
+        if self.board is not None:
+            self.board.close()
 
     def load_state(self) -> dict | None:
         if not self.latest.exists():
@@ -137,6 +149,8 @@ class RunDir:
             fh.write(json.dumps(row) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
+        if self.board is not None:
+            self.board.add(row)
 
     def save(self, step: int, learner, sampler, pool: TaskPool, rng: random.Random) -> None:
         folder = self.checkpoints / f"step-{step:06d}"
@@ -256,6 +270,7 @@ def train(config: TrainConfig, run: Path, *, resume: bool = False, progress: Pro
         if rollouts is not None:
             rollouts.close()
         envs.close()
+        rundir.close()
         distributed.close()
     return TrainResult(rundir.path, config.steps, final, export, metrics, backend=config.backend)
 
@@ -459,6 +474,8 @@ def _step(step, config, grpo, rollouts, folder, pool, sampler, rng, learner) -> 
 
     samples, outcomes = [], []
     groups = zero = refills = errors = 0
+    ends: dict[str, int] = {}  # how the step's episodes ended (submitted, no_patch, turns, ...)
+    openers: dict[str, int] = {}  # their first tool calls: what a policy learns first shows here
     batch = [(f.key, pool.draw(f.key)) for f in sampler.sample(config.tasks_per_step)]
     while batch:
         requests = [(task, groups + i, [rng.randrange(1 << 30) for _ in range(config.group_size)])
@@ -469,6 +486,9 @@ def _step(step, config, grpo, rollouts, folder, pool, sampler, rng, learner) -> 
                 continue
             groups += 1
             for r in result:
+                ends[r.status] = ends.get(r.status, 0) + 1
+                if r.calls:
+                    openers[r.calls[0]] = openers.get(r.calls[0], 0) + 1
                 if r.status != "error":
                     sampler.update(Family.from_key(family), r.resolved)
                     outcomes.append(r.resolved)
@@ -492,7 +512,8 @@ def _step(step, config, grpo, rollouts, folder, pool, sampler, rng, learner) -> 
             "step": step, "groups": groups, "zero_variance_groups": zero, "refills": refills,
             "zero_variance_fraction": zero / groups if groups else 0.0, "errors": errors,
             "reward_mean": sum(rewards) / len(rewards) if rewards else 0.0,
-            "resolved_rate": sum(outcomes) / len(outcomes) if outcomes else 0.0}
+            "resolved_rate": sum(outcomes) / len(outcomes) if outcomes else 0.0,
+            "ends": dict(sorted(ends.items())), "openers": dict(sorted(openers.items()))}
 
 
 def _evaluate(envs: _Envs, heldout: list[EvalTask], config: TrainConfig) -> dict:

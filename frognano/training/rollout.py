@@ -37,6 +37,7 @@ class Rollout:
     turns: int
     seconds: float
     error: str = ""
+    calls: tuple[str, ...] = ()  # the tools the episode called, in order (malformed calls: "?")
 
 
 def candidates_for(env: RepoEnv, state: TaskState):
@@ -79,8 +80,9 @@ def rollout(env: RepoEnv, state: TaskState, *, group: int, seed: int, tools: tup
     sample = Sample(trajectory.prompt_ids, trajectory.completion_ids, trajectory.mask, trajectory.logprobs,
                     scored.value, group, truncated=truncated, error=trajectory.misaligned,
                     allowed=list(trajectory.allowed) if constrained else None)
+    calls = tuple(t.call["name"] if t.call else "?" for t in episode.turns)
     return Rollout(sample, scored.resolved, str(episode.status), len(episode.turns), episode.seconds,
-                   "misaligned token sequence" if trajectory.misaligned else "")
+                   "misaligned token sequence" if trajectory.misaligned else "", calls)
 
 
 def _empty(trajectory: Trajectory, group: int) -> Sample:

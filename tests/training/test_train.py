@@ -74,6 +74,24 @@ def _rows(run: Path) -> list[dict]:
     return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
 
 
+def _board(run: Path) -> dict[str, list[int]]:
+    """The steps TensorBoard shows for each scalar tag of the run (purged steps left out)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(run / "tensorboard"))
+    acc.Reload()
+    return {tag: [e.step for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+
+
+def test_metric_rows_become_tensorboard_tags():
+    from frognano.training.board import scalars
+
+    row = {"step": 3, "seconds": 9.5, "loss": -0.1, "stepped": 1.0, "eval": {"resolve_rate": 0.25, "ci": [0.1, 0.4]},
+           "frontier": {"arith-b1-function-d0": 0.4}, "ends": {"submitted": 5}, "note": "x", "nan": float("nan")}
+    assert scalars(row) == {"train/loss": -0.1, "train/stepped": 1.0, "eval/resolve_rate": 0.25,
+                            "frontier/arith-b1-function-d0": 0.4, "ends/submitted": 5.0}
+
+
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """One tiny-ci training run for this module's tests: (run directory, the command's output)."""
@@ -95,6 +113,9 @@ def test_the_tiny_preset_trains_and_its_model_serves(trained, tmp_path):
         assert {"reward_mean", "zero_variance_fraction", "refills", "frontier", "stepped"} <= set(r)
         assert r["frontier"] and all(0 <= p <= 1 for p in r["frontier"].values())
     assert "eval" in rows[1] and "eval" in rows[2] and rows[2]["eval"]["tasks"] > 0
+    board = _board(run)  # the same rows, live in TensorBoard
+    assert board["train/reward_mean"] == [1, 2, 3] and board["eval/resolve_rate"] == [0, 2, 3]
+    assert any(tag.startswith("frontier/") for tag in board)
     final = (run / "final").resolve()
     assert f"--model torch:{final}" in done.stdout and f'"frognano.model": "torch:{final}"' in done.stdout
     # The merged model repairs through `frognano fix` (a bug the search cannot undo: a deleted
@@ -124,6 +145,7 @@ def test_a_killed_run_resumes_without_counting_a_step_twice(tmp_path):
     done = _frognano("train", "--preset", "tiny-ci", "-o", str(run), "--resume", cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert [r["step"] for r in _rows(run)] == [0, 1, 2, 3]
+    assert _board(run)["train/reward_mean"] == [1, 2, 3]  # the redone step's first events purged
     assert (run / "final" / "config.json").exists()
 
 
