@@ -20,13 +20,56 @@ log = logging.getLogger("frognano")
 
 
 def _setup_logging(verbose: int) -> None:
-    from rich.logging import RichHandler
-
+    """-v: what FrogNano does (its loggers at INFO), -vv: debug detail; on stderr, which is a
+    rich log on a terminal and plain lines anywhere else.  Other libraries stay at WARNING:
+    their INFO chatter is not what the user asked to see."""
     from .render import stderr_console
 
     level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
-    handler = RichHandler(console=stderr_console(), show_time=False, show_path=False)
-    logging.basicConfig(level=level, handlers=[handler], format="%(message)s", force=True)
+    console = stderr_console()
+    handler: logging.Handler
+    if console.is_terminal:
+        from rich.logging import RichHandler
+
+        handler = RichHandler(console=console, show_time=False, show_path=verbose > 1, markup=False)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(_PlainFormatter(with_names=verbose > 1))
+    logging.basicConfig(level=logging.WARNING, handlers=[handler], force=True)
+    logging.getLogger("frognano").setLevel(level)
+
+
+class _PlainFormatter(logging.Formatter):
+    """``frognano: what happens`` for INFO, ``frognano: warning: ...`` above it: a log read in
+    a pipe or CI needs no level column to say that all is well."""
+
+    def __init__(self, *, with_names: bool) -> None:
+        super().__init__()
+        self.with_names = with_names
+
+    def format(self, record: logging.LogRecord) -> str:
+        level = "" if record.levelno == logging.INFO else f"{record.levelname.lower()}: "
+        name = f"{record.name}: " if self.with_names else ""
+        text = f"frognano: {level}{name}{record.getMessage()}"
+        if record.exc_info:
+            text += "\n" + self.formatException(record.exc_info)
+        return text
+
+
+class _Group(click.Group):
+    """Lists each command with its whole first sentence: click's default cuts summaries to the
+    width left beside the names, ending them with "..."."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            cmd = self.get_command(ctx, name)
+            if cmd is not None and not cmd.hidden:
+                rows.append((name, cmd.get_short_help_str(limit=1000)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
 
 def _fail(message: str, code: int = EXIT_USAGE, as_json: bool = False) -> None:
@@ -41,7 +84,7 @@ def _fail(message: str, code: int = EXIT_USAGE, as_json: bool = False) -> None:
     sys.exit(code)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="frognano")
 def main() -> None:
     """FrogNano turns failing pytest runs into verified patches, on your own machine.
@@ -67,7 +110,7 @@ def main() -> None:
 @click.option("-v", "--verbose", count=True, help="Log what happens (-vv for debug detail).")
 def fix(path: Path, keyword: str | None, apply_: bool, as_json: bool, timeout: float | None,
         model: str | None, episodes: int | None, no_constrain: bool, verbose: int) -> None:
-    """Find, verify and print a fix for the failing tests of the project at PATH.
+    """Find, verify and print a fix for the failing tests of the project at PATH (default: the current folder).
 
     \b
     1. runs the tests in a shadow copy of PATH, with per-test coverage;
@@ -76,7 +119,11 @@ def fix(path: Path, keyword: str | None, apply_: bool, as_json: bool, timeout: f
     4. with --model, runs model episodes (read/search/edit/run_tests/submit tools);
     5. verifies the best candidate against every test that passed before.
 
-    Episodes are recorded as JSON in FrogNano's cache (the path is printed).
+    Failing tests and suspicious lines are printed as soon as the tests ran, then the search
+    shows its progress (a bar on a terminal; with -v, plain lines on stderr elsewhere).  A
+    verified fix is kept: `frognano fix PATH --apply` then writes it without searching again
+    while the files are unchanged.  Episodes are recorded as JSON in FrogNano's cache (the
+    path is printed).
 
     Settings come from [tool.frognano] in PATH/pyproject.toml (test_args, timeout,
     max_candidates, ...), then FROGNANO_* variables, then these flags.
@@ -84,54 +131,24 @@ def fix(path: Path, keyword: str | None, apply_: bool, as_json: bool, timeout: f
     Exit codes: 0 fixed (or nothing to fix), 1 tests fail and no verified fix, 2 usage error.
     """
     _setup_logging(verbose)
-    from ..config import load_settings
-    from .render import FixRenderer, stderr_console
-    from ..repair.engine import Engine
-    from ..repair.apply import recover as recover_interrupted
-    from ..sandbox.workspace import Workspace
+    from .fixcmd import FixOptions, run_fix
 
-    try:
-        ws = Workspace(path)
-        recover_interrupted(ws.root)  # an --apply or undo killed midway: finish or roll it back
-        settings = load_settings(ws.root, {"timeout": timeout, "model": model, "episodes": episodes,
-                                           "constrain": False if no_constrain else None})
-        if model:
-            from ..runtime.base import parse_spec
-
-            parse_spec(model)
-    except FrogNanoError as exc:
-        _fail(str(exc), exc.exit_code, as_json)
-        return
-    renderer = FixRenderer(stderr_console(), show_progress=True)
-    with ws, renderer.live(), Engine(ws, settings, progress=renderer) as engine:
-        report = engine.fix(keyword)
-    if apply_ and report.fix is not None:
-        from ..repair.apply import apply_patch
-
-        try:
-            record = apply_patch(ws.root, report.fix.patch)
-            report.applied = True
-            report.undo = str(record)
-        except FrogNanoError as exc:
-            report.status, report.message, report.exit_code = "error", str(exc), exc.exit_code
-            report.applied = False
-    if as_json:
-        click.echo(json.dumps(report.to_json(), indent=2))
-    else:
-        renderer.report(report, path)
-    sys.exit(report.exit_code)
+    overrides = {"timeout": timeout, "model": model, "episodes": episodes,
+                 "constrain": False if no_constrain else None}
+    sys.exit(run_fix(FixOptions(path, keyword, apply_, as_json, overrides)))
 
 
 @main.command()
-@click.argument("path", default=".", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("path", default=".", type=click.Path(path_type=Path))
 @click.option("--force", is_flag=True, help="Restore even if the files changed after the fix was applied.")
 def undo(path: Path, force: bool) -> None:
-    """Restore the files changed by the last `frognano fix --apply` in PATH."""
+    """Restore the files changed by the last `frognano fix --apply` in PATH (default: the current folder)."""
     _setup_logging(0)
     from ..repair.apply import undo_last
+    from ..sandbox.workspace import Workspace
 
     try:
-        result = undo_last(path, force=force)
+        result = undo_last(Workspace(path).root, force=force)  # Workspace: fix's errors for a bad PATH
     except FrogNanoError as exc:
         _fail(str(exc), exc.exit_code)
         return
@@ -157,14 +174,17 @@ def serve(verbose: int) -> None:
 
 @main.command()
 @click.argument("path", default=".", type=click.Path(path_type=Path))
+@click.option("-k", "keyword", metavar="EXPR", help="Only run tests matching this pytest -k expression.")
 @click.option("--model", metavar="SPEC", help="Model SPEC for episodes after the operator search (as for fix).")
 @click.option("--apply", "apply_", is_flag=True,
               help="Write verified fixes, only when the files still match what the fix was computed on.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per run (JSON lines) instead of the report.")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
               help="Seconds a test may run before it counts as hanging (default 30).")
 @click.option("-v", "--verbose", count=True, help="Log what happens (-vv for debug detail).")
-def watch(path: Path, model: str | None, apply_: bool, timeout: float | None, verbose: int) -> None:
-    """Watch PATH: on every change run the affected tests, and on failure find a verified fix.
+def watch(path: Path, keyword: str | None, model: str | None, apply_: bool, as_json: bool,
+          timeout: float | None, verbose: int) -> None:
+    """Watch PATH (default: the current folder): on every change run the affected tests, and on failure find a verified fix.
 
     Changes are debounced; .git, virtualenvs, caches and FrogNano's shadow copy are ignored.
     With --apply a fix is written only if the files still match what it was computed on (an
@@ -182,9 +202,9 @@ def watch(path: Path, model: str | None, apply_: bool, timeout: float | None, ve
         recover_interrupted(ws.root)  # an --apply or undo killed midway: finish or roll it back
         settings = load_settings(ws.root, {"timeout": timeout, "model": model})
     except FrogNanoError as exc:
-        _fail(str(exc), exc.exit_code)
+        _fail(str(exc), exc.exit_code, as_json)
         return
-    sys.exit(run_watch(ws, settings, apply=apply_))
+    sys.exit(run_watch(ws, settings, apply=apply_, keyword=keyword, as_json=as_json))
 
 
 from .models import export_command, model_group  # noqa: E402 - light: click only
@@ -203,6 +223,10 @@ main.add_command(eval_command)
 from .train import train_command  # noqa: E402 - light: click only
 
 main.add_command(train_command)
+
+from .cache import cache_group  # noqa: E402 - light: click only
+
+main.add_command(cache_group)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -18,14 +18,18 @@ a fix computed against files that changed since is never written, it is computed
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import json
 import logging
 import os
 import signal
+import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
+from typing import TextIO
 
 from rich.console import Console
 from rich.markup import escape
@@ -62,17 +66,38 @@ Signature = tuple[int, int] | None  # (size, mtime_ns) of a file, None when it d
 
 
 def watch(ws: Workspace, settings: Settings, *, apply: bool = False, console: Console | None = None,
-          stop: threading.Event | None = None, debounce: float = 0.3) -> int:
+          stop: threading.Event | None = None, debounce: float = 0.3, keyword: str | None = None,
+          as_json: bool = False, out: TextIO | None = None) -> int:
     """Watch ``ws``'s project until Ctrl-C or ``stop``; returns the exit code (0, or 2 when the
-    project cannot be watched at all: no Python files, no tests, bad settings)."""
-    if console is None:
-        from .render import stderr_console
+    project cannot be watched at all: no Python files, no tests, bad settings).
 
-        console, errors = Console(highlight=False), stderr_console()
+    ``keyword`` is pytest's ``-k`` for every run.  With ``as_json`` each run prints one JSON
+    object on a line of its own to ``out`` (default stdout) and the human lines go to stderr.
+    """
+    if keyword:  # every run, the incremental ones too, goes through the runner's test_args
+        settings = dataclasses.replace(settings, test_args=[*settings.test_args, "-k", keyword])
+    from .render import stderr_console
+
+    if console is None:
+        console = stderr_console() if as_json else Console(highlight=False, soft_wrap=True)
+        errors = stderr_console()
     else:
         errors = console
-    watcher = _Watcher(ws, settings, apply=apply, console=console, errors=errors, debounce=debounce)
+    emit = _JsonLines(out or sys.stdout) if as_json else None
+    watcher = _Watcher(ws, settings, apply=apply, console=console, errors=errors, debounce=debounce,
+                       emit=emit)
     return watcher.run(stop or threading.Event())
+
+
+class _JsonLines:
+    """One JSON object per run, flushed at once: a reader acts on each line as it comes."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def __call__(self, record: dict) -> None:
+        self.stream.write(json.dumps(record) + "\n")
+        self.stream.flush()
 
 
 class _Overtaken(Exception):
@@ -109,13 +134,15 @@ class _Watcher(FileSystemEventHandler):
     """The loop (on the calling thread) and the file-event handler (on the observer's thread)."""
 
     def __init__(self, ws: Workspace, settings: Settings, *, apply: bool, console: Console,
-                 errors: Console, debounce: float) -> None:
+                 errors: Console, debounce: float, emit: Callable[[dict], None] | None = None) -> None:
         self.ws = ws
         self.settings = settings
         self.apply = apply
         self.console = console
         self.errors = errors  # where an error that ends the watch goes
         self.debounce = debounce
+        self.emit = emit  # --json: each run's record goes here instead of the report
+        self._shown_failing: tuple[str, ...] = ()  # the failing tests last printed in full
         self.root = str(ws.root)
         self.display = _display(ws.root)
         self.progress = _Progress(console)
@@ -124,6 +151,7 @@ class _Watcher(FileSystemEventHandler):
         self.diagnosis: Diagnosis | None = None  # the last good state of the whole suite
         self._bannered = False
         self._last_report: tuple | None = None
+        self._reason = ""  # why the last run ran what it ran, for --json records
         self.halt = threading.Event()  # stop asked for: every wait and the current job end
         # Shared with the observer thread:
         self._lock = threading.Lock()
@@ -212,11 +240,21 @@ class _Watcher(FileSystemEventHandler):
             if cancel.is_set():  # the run is already stale: do not search on it
                 return False
             if not run.failing and not (changed == set() and diagnosis.failing):
+                if self.emit is not None:
+                    self.emit({"status": "passing", "failing": [], "fix": None, "ran": len(run.tests),
+                               "passed": len(run.passing), "reason": self._reason})
                 return True
+            # The failing tests now, before the search; not again while they stay the same.
+            renderer.diagnosis(diagnosis, show=self.emit is None
+                               and tuple(diagnosis.failing) != self._shown_failing)
+            self._shown_failing = tuple(diagnosis.failing)
             try:
                 report = self.engine.fix(cancel=cancel, diagnosis=diagnosis)
             except FrogNanoError as exc:  # e.g. the test interpreter broke under a candidate
                 self.console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
+                if self.emit is not None:
+                    self.emit({"status": "error", "failing": list(diagnosis.failing), "fix": None,
+                               "message": str(exc), "reason": self._reason})
                 return True
             if cancel.is_set():
                 if not self.halt.is_set():
@@ -229,6 +267,9 @@ class _Watcher(FileSystemEventHandler):
 
     def _report(self, renderer: FixRenderer, report: FixReport) -> None:
         """The whole report, or one line when it would repeat the last one word for word."""
+        if self.emit is not None:
+            self.emit({**report.to_json(), "reason": self._reason})
+            return
         key = (report.status, tuple(report.failing), report.fix.patch.diff() if report.fix else None)
         if key == self._last_report and not report.applied and report.status != "error":
             n = len(report.failing)
@@ -270,9 +311,14 @@ class _Watcher(FileSystemEventHandler):
             self.session.forget()  # the next run is a whole one
             self.console.print(f"{_clock()} [bold red]✗ {escape(str(exc))}[/] "
                                f"[dim]· {escape(selection.reason)}[/]", soft_wrap=True)
+            self._shown_failing = ()
+            if self.emit is not None:
+                self.emit({"status": "error", "failing": [], "fix": None, "message": str(exc),
+                           "reason": selection.reason})
             return None
         self._banner()
         self.diagnosis = update.diagnosis
+        self._reason = update.selection.reason
         self._status(update.ran, update.diagnosis, time.monotonic() - started, update.selection.reason)
         return update.diagnosis, update.ran
 
@@ -286,7 +332,7 @@ class _Watcher(FileSystemEventHandler):
         if update.cancelled:
             raise _Overtaken
         if update.ran.collect_errors:  # a module that does not import: no diagnosis to fix from
-            raise collect_error(self.ws.root, update.ran)
+            raise collect_error(self.ws.root, update.ran, self.engine.runner.python)
         return update
 
     def _requeue(self, changed: set[str] | None) -> None:

@@ -20,7 +20,9 @@ mutated (parameter defaults are, by ``default_arg`` only).
 Layout: this module holds the public API and the catalogue; ``mutation`` the Mutation record,
 ``context`` what operators read (FunctionContext, the Operator protocol, node helpers),
 ``splice`` the parsed source and mutation construction, ``expressions`` and ``statements`` the
-operators themselves.
+operators themselves; ``ingredients`` (literals, callees, exception classes drawn from the file
+and tables of confusables, with ``scope`` the module-wide facts they read, cached per parse) and
+``adjust`` (`± 1` on integer-valued expressions, wrappers) more of them.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Collection, Iterable
 
+from .adjust import AddOne, Clamp, DropOne, Unclamp, Wrap
 from .context import FunctionContext, FunctionInfo, Operator, Site, _Op
 from .expressions import (
     AddNot,
@@ -45,7 +48,12 @@ from .expressions import (
     SwapArgs,
     WrongName,
 )
+from .guards import AddGuard, LoopCondition
+from .ingredients import SwapCallee, SwapException, SwapLiteral
+from .insertions import InsertIf, InsertStatement, RemoveIf
 from .mutation import Mutation, OperatorError
+from .returns import DropReturn, InsertReturn
+from .slices import SliceEnd
 from .splice import _Prepared
 from .statements import (
     InvertIfElse,
@@ -83,9 +91,13 @@ def _catalogue() -> dict[str, Operator]:
         Compare(), Arith(), BoolOp(), AddNot(), RemoveNot(), OffByOne(), Bound(), SwapArgs(),
         WrongName(), DropOperand(), RemoveCondition(), InvertIfElse(), RemoveStatement(),
         RemoveReturn(), RemoveCall(), ReturnValue(), DefaultArg(), Constant(), SwapStatements(),
-        _InverseOnly("add_operand", "control", "drop_operand", "restore a dropped and/or operand"),
+        # Batch A (issue 14): replacements drawn from the file, ± 1 and wrappers on values.
+        SwapLiteral(), SwapCallee(), SwapException(), AddOne(), DropOne(), Wrap(), Clamp(), Unclamp(),
+        # Batch B (issue 14): insertions (statements, returns, guards), loop conditions, slices;
+        # add_operand and insert_statement were inverse-only before.
+        InsertStatement(), InsertIf(), RemoveIf(), InsertReturn(), DropReturn(), AddGuard(),
+        LoopCondition(), SliceEnd(),
         _InverseOnly("restore_condition", "control", "remove_condition", "put back a removed if"),
-        _InverseOnly("insert_statement", "statement", "remove_statement", "put back a removed statement"),
         _InverseOnly("wrap_call", "statement", "remove_call", "put back a removed call"),
     ]
     return {op.name: op for op in ops}

@@ -10,16 +10,16 @@ import logging
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from ..config import Settings
-from ..errors import EXIT_OK, EXIT_UNFIXED, FrogNanoError, ProjectError, UsageError
+from ..errors import EXIT_OK, EXIT_UNFIXED, FrogNanoError, UsageError
 from ..progress import Progress, Silent
 from ..sandbox.results import RunResult
 from ..sandbox.runner import TestRunner
 from ..sandbox.spectra import CoverageMap
 from ..sandbox.workspace import Workspace
+from .collection import collect_error
 from .localize import Location, localize
 from .patch import EpisodeRecord, Fix
 from .search import Search, SearchResult
@@ -39,16 +39,6 @@ class NothingToTest(UsageError):
     A face says so and waits (the server shows an idle status, watch mode stops at start-up);
     it is not a failure of the tests.
     """
-
-
-def collect_error(root: Path, run: RunResult) -> ProjectError:
-    """The named error of a run whose collection failed (the first error, and how many more)."""
-    first = run.collect_errors[0]
-    where = f" {first.nodeid}" if first.nodeid else ""
-    more = f" (and {len(run.collect_errors) - 1} more)" if len(run.collect_errors) > 1 else ""
-    if first.path:  # a conftest.py raised at import: name the project's own file
-        return ProjectError(f"cannot import {root / first.path}: {first.summary}{more}")
-    return ProjectError(f"cannot collect{where}: {first.summary}{more}")
 
 
 def first_error(log_tail: str) -> str:
@@ -88,12 +78,22 @@ class FixReport:
     episodes: list[Episode] = field(default_factory=list)  # model episodes, in order
     undo: str | None = None  # the undo record of an applied fix
 
+    @property
+    def alternatives(self) -> list[Fix]:
+        """Other verified fixes of the search, best first, when its own fix is the one offered."""
+        if self.fix is None or self.search is None or self.fix.source != "search":
+            return []
+        return self.search.alternatives
+
     def to_json(self) -> dict:
         out: dict = {"status": self.status, "failing": list(self.failing),
                      "fix": self.fix.to_json() if self.fix else None}
+        if self.fix is not None:  # other verified fixes, best first (the search's ranking)
+            out["alternatives"] = [f.to_json() for f in self.alternatives]
         if self.message:
             out["message"] = self.message
         if self.diagnosis is not None:
+            out["failures"] = [_failure_json(nodeid, self.diagnosis.run) for nodeid in self.failing]
             out["suspicious"] = [
                 {"path": loc.path, "line": loc.line, "end_line": loc.end_line,
                  "score": round(loc.score, 4), "function": loc.function}
@@ -102,7 +102,14 @@ class FixReport:
         if self.search is not None:
             out["search"] = {"candidates": self.search.tried, "pairs": self.search.pairs_tried,
                              "seconds": round(self.search.seconds, 3),
-                             "stopped": self.search.stopped}
+                             "stopped": self.search.stopped, "duplicates": self.search.duplicates,
+                             "pairs_pruned": self.search.pairs_pruned}
+            if self.fix is None:  # what came closest, for a person or a tool to take further
+                out["candidates"] = [
+                    {"notes": [str(n) for n in t.candidate.notes], "diff": t.candidate.patch.diff(),
+                     "fixed": sorted(t.result.fixed), "broken": sorted(t.result.broken), "verified": False}
+                    for t in self.search.best
+                ]
         if self.notes:
             out["notes"] = list(self.notes)
         if self.applied is not None:
@@ -115,6 +122,18 @@ class FixReport:
                 for e in self.episodes
             ]
         return out
+
+
+def _failure_json(nodeid: str, run: RunResult) -> dict:
+    """One failing test as ``--json`` carries it: its assertion message and where it failed."""
+    t = run.tests.get(nodeid)
+    if t is None:
+        return {"test": nodeid}
+    out: dict = {"test": nodeid, "outcome": t.outcome, "message": t.summary}
+    if t.frames:
+        f = t.frames[-1]
+        out.update(path=f.path, line=f.line, function=f.function)
+    return out
 
 
 class Engine:
@@ -200,7 +219,11 @@ class Engine:
         Never raises for what the run found (collection errors, no tests): ``check`` does.
         """
         args = ["-k", k] if k else []
-        run = self.runner.run(selection, args=args, coverage=True, cancel=cancel)
+        s = self.settings
+        # A diagnosis run: endless loops stop early (stall_timeout 0: at the timeout), and a test
+        # killed in C code still names the lines it ran.
+        stall = (s.stall_timeout, s.candidate_timeout_factor)
+        run = self.runner.run(selection, args=args, coverage=True, cancel=cancel, stall=stall)
         if not run.cancelled:
             self._name_denials(run)
         return run
@@ -230,7 +253,7 @@ class Engine:
         """Raise the named error of a run that cannot be diagnosed: a module that does not
         import, arguments pytest refused, no tests at all (``NothingToTest``)."""
         if run.collect_errors:
-            raise collect_error(self.ws.root, run)
+            raise collect_error(self.ws.root, run, self.runner.python)
         if run.exitstatus == 4:  # pytest usage error: bad option in test_args, bad -k
             raise UsageError(f"pytest refused the arguments: {first_error(run.log_tail)}")
         if not run.tests:
@@ -249,7 +272,11 @@ class Engine:
         self.sync()
         run = self.baseline(k)
         coverage = CoverageMap.from_run(run)
-        return Diagnosis(run, coverage, self.locate(run, coverage))
+        diagnosis = Diagnosis(run, coverage, self.locate(run, coverage))
+        n = len(diagnosis.locations)
+        log.info("%d tests ran, %d failing; %d suspicious line%s ranked", len(run.tests), len(run.failing),
+                 n, "s" * (n != 1))
+        return diagnosis
 
     def locate(self, run: RunResult, coverage: CoverageMap) -> list[Location]:
         """The suspicious lines of ``run``'s failures (none when nothing fails)."""
@@ -271,12 +298,14 @@ class Engine:
         failing = diagnosis.failing
         if not failing:
             n = len(diagnosis.run.passing)
-            return FixReport("passing", [], message=f"all {n} selected tests pass",
+            every = "the 1 selected test passes" if n == 1 else f"all {n} selected tests pass"
+            return FixReport("passing", [], message=every,
                              diagnosis=diagnosis, notes=self.notes)
         verifier = self.verifier(diagnosis)
         result = self.search(diagnosis, verifier, cancel)
         if result.fix is not None:
-            result.fix.edits_tests = verifier.edits_tests(result.fix.patch)
+            for found in (result.fix, *result.alternatives):
+                found.edits_tests = verifier.edits_tests(found.patch)
             return FixReport("fixed", failing, result.fix, result.fix.verified.describe(),
                              diagnosis, result, self.notes, EXIT_OK)
         report = FixReport("unfixed", failing, None, "", diagnosis, result, self.notes, EXIT_UNFIXED)
@@ -291,13 +320,28 @@ class Engine:
                 report.status, report.exit_code = "fixed", EXIT_OK
                 report.message = report.fix.verified.describe()
                 return report
-        why = {"cancelled": "the search was cancelled", "time": "the search ran out of time",
-               "budget": "the search used its candidate budget"}.get(result.stopped, "no candidate edit passed")
-        report.message = f"no verified fix: {why} ({result.tried + result.pairs_tried} candidates tried)"
+        report.message = f"no verified fix: {self._why_unfixed(result)}"
         if report.episodes:
             report.message += f"; {len(report.episodes)} model episode{'s' * (len(report.episodes) != 1)} " \
                               f"ended {', '.join(e.status for e in report.episodes)}"
         return report
+
+    def _why_unfixed(self, result: SearchResult) -> str:
+        """Why the search stopped, with the numbers of what ran out (one clause)."""
+        singles = f"{result.tried} single edit{'s' * (result.tried != 1)}"
+        pairs = f"{result.pairs_tried} pair{'s' * (result.pairs_tried != 1)} of edits"
+        if result.stopped == "cancelled":
+            return f"the search was cancelled after {singles} and {pairs}"
+        if result.stopped == "time":
+            return (f"the search ran out of time ({self.settings.search_seconds:g} s) after {singles} "
+                    f"and {pairs}")
+        if result.stopped == "budget":
+            return (f"the search tried {singles} and used its budget of {self.settings.max_pairs} "
+                    "pairs of edits")
+        tried = f"none of the {singles} and {pairs} tried passed the tests"
+        if result.generated > result.tried:
+            return f"{tried} (max_candidates = {self.settings.max_candidates} of {result.generated} single edits found)"
+        return tried
 
     def verifier(self, diagnosis: Diagnosis) -> Verifier:
         """The judge of candidates against ``diagnosis``: its failing tests must pass, its passing
@@ -315,7 +359,11 @@ class Engine:
                         max_pairs=s.max_pairs, seconds=s.search_seconds,
                         progress=self.progress, cancel=cancel,
                         lanes=lambda: self._lane_verifiers(verifier, cancel))
-        return search.run(diagnosis.locations)
+        result = search.run(diagnosis.locations)
+        log.info("search: %d single edits (of %d found) and %d pairs tried in %.1f s; %s", result.tried,
+                 result.generated, result.pairs_tried, result.seconds,
+                 "verified fix found" if result.fix else f"stopped: {result.stopped}")
+        return result
 
     def _lane_verifiers(self, verifier: Verifier, cancel: threading.Event | None) -> list[Verifier]:
         """``verifier`` and one more per extra lane (``settings.lanes``, at most one per CPU): each

@@ -63,9 +63,10 @@ class Verification:
 
     def describe(self) -> str:
         n = len(self.fail_to_pass)
-        which = "tests" if self.scope == "suite" else "covering tests"
+        m = self.pass_to_pass
+        which = "test" if self.scope == "suite" else "covering test"
         return (f"{n} failing test{'s' * (n != 1)} now pass{'es' * (n == 1)}, "
-                f"{self.pass_to_pass} {which} still pass")
+                f"{m} {which}{'s' * (m != 1)} still pass{'es' * (m == 1)}")
 
 
 @dataclass(frozen=True)

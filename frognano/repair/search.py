@@ -1,10 +1,14 @@
 """Operator search: try catalogue edits at the most suspicious statements until one is verified.
 
-Order of work, cheapest first: candidates come location by location in rank order and, within a
-location, by how common the operator's bug is, then by edit size.  Filters that need no test
-run (does it compile, is it a duplicate) come before validation; validation runs the failing
-tests first.  When no single edit fixes everything, edits that fixed some failing tests are
-combined in pairs (two-location bugs), within a budget.
+Order of work, cheapest first: candidates come by ``location score x operator prior`` (the
+prior is the operator's smoothed fix frequency learned from data, ``prior.py``; ties by the
+catalogue's order below, location rank, edit size).  Filters that need no test run (does it
+compile, is it a duplicate up to meaning, ``dedupe.py``) come before validation; validation
+runs the failing tests first.  Once a fix is verified, a small extra budget looks for
+alternatives at the top locations, and the verified ones are ranked: smaller change, higher
+prior, more suspicious location.  When no single edit fixes everything, edits are combined in
+pairs (two-location bugs) within a budget, using what the singles showed: partial fixes first,
+and edits that changed nothing or made things worse are not paired.
 """
 
 from __future__ import annotations
@@ -17,22 +21,38 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..operators import Mutation, OperatorError, mutations
+from ..operators.ingredients import handler_lines
 from ..progress import Progress, Silent
 from ..sandbox.workspace import Workspace
+from .dedupe import SemanticKeys
 from .localize import Location
 from .patch import EditNote, FileEdit, Fix, Patch
+from .prior import operator_weights
 from .verify import CandidateResult, Verifier
 
 log = logging.getLogger(__name__)
 
-# Most common one-edit bugs first (operator mistakes and bounds dominate real single-token bugs).
+# Ties of score x prior (an empty prior makes every operator equal): most common one-edit bugs
+# first (operator mistakes and bounds dominate real single-token bugs).
 OPERATOR_PRIORITY = [
     "compare", "bound", "off_by_one", "arith", "boolop", "wrong_name", "add_not", "remove_not",
     "constant", "return_value", "swap_args", "invert_if_else", "default_arg", "remove_call",
     "drop_operand", "remove_condition", "remove_return", "remove_statement", "swap_statements",
+    # Replacements from the file and tables, ± 1 and wrappers on values: after the one-token
+    # edits, which they outnumber at a line, so those stay as quick to reach as before.
+    "add_one", "swap_callee", "swap_literal", "swap_exception", "wrap", "clamp", "drop_one", "unclamp",
+    # Insertions last: targeted (a missing return, a guard) before the copied statements.
+    "insert_return", "slice", "loop_condition", "add_operand", "drop_return", "insert_statement",
+    "insert_if", "remove_if",
 ]
 _PRIORITY = {name: i for i, name in enumerate(OPERATOR_PRIORITY)}
 _LISTED = 200  # candidates generated even beyond the validation budget: a model may apply them
+# After a verified fix: more single edits validated, at the top locations, for alternatives
+# (a fix that only satisfies the visible tests is often beaten by a smaller or likelier one).
+ALT_CANDIDATES = 24
+ALT_SECONDS = 10.0
+ALT_LOCATIONS = 3
+MAX_ALTERNATIVES = 3  # verified alternatives offered beside the fix
 
 
 @dataclass(frozen=True)
@@ -60,7 +80,8 @@ class Tried:
 
 
 # Fewer candidates than this are not worth starting a second lane (a shadow copy and a warm
-# session that collects the suite) for.
+# session that collects the suite) for; the first this many single edits are validated on one
+# lane, so a fix found among them never pays for the second.
 _PARALLEL_FROM = 8
 
 
@@ -69,14 +90,14 @@ class _Lanes:
     order given, as they finish.  One lane: on the calling thread, one after the other.
 
     Each lane takes the next candidate as soon as it is free (a lane still starting its warm
-    session takes fewer); once a fix is known (``anchor``), candidates at other locations are
-    no longer validated, as one at a time they would not be.
+    session takes fewer); once a fix is known (``keep``), candidates it rules out are no longer
+    validated, as one at a time they would not be.
     """
 
     def __init__(self, lanes: list[Verifier], candidates: list[Candidate]) -> None:
         self.lanes = lanes
         self.candidates = candidates
-        self.anchor: int | None = None
+        self.keep: Callable[[Candidate], bool] | None = None  # once set: which are still validated
         self._done: dict[int, CandidateResult | BaseException | None] = {}
         self._next = 0
         self._stop = False
@@ -109,7 +130,7 @@ class _Lanes:
             yield cand, outcome
 
     def _wanted(self, cand: Candidate) -> bool:
-        return self.anchor is None or cand.rank == self.anchor
+        return self.keep is None or self.keep(cand)
 
     def _work(self, lane: Verifier) -> None:
         while True:
@@ -144,14 +165,22 @@ class SearchResult:
     best: list[Tried] = field(default_factory=list)  # best partial fixes, for the report
     candidates: list[Candidate] = field(default_factory=list)  # the single edits, in search order
     history: list[Tried] = field(default_factory=list)  # every single edit validated
+    duplicates: int = 0  # candidates not validated: the same code, up to meaning, as an earlier one
+    pairs_pruned: int = 0  # single edits left out of pairs: they changed nothing, or made things worse
+    alternatives: list[Fix] = field(default_factory=list)  # other verified fixes, best first
 
 
 class Search:
     def __init__(self, ws: Workspace, verifier: Verifier, *, max_locations: int = 10,
                  max_candidates: int = 400, max_pairs: int = 150, seconds: float = 300.0,
                  progress: Progress | None = None, cancel: threading.Event | None = None,
-                 lanes: Callable[[], list[Verifier]] | None = None) -> None:
+                 lanes: Callable[[], list[Verifier]] | None = None,
+                 prior: dict[str, float] | None = None) -> None:
         self.ws = ws
+        self.prior = operator_weights() if prior is None else prior
+        self._keys = SemanticKeys()
+        self.duplicates = 0
+        self.pruned = 0
         self.verifier = verifier
         # More verifiers on their own shadow copies, asked for once there are enough candidates
         # to be worth a second warm session: candidates are then validated that many at a time.
@@ -188,6 +217,11 @@ class Search:
             return []
         try:
             found = mutations(source, loc.path, lines=set(loc.lines))
+            # The `except` clauses guarding these lines: one that did not match ran no line the
+            # spectra could rank, yet its class may be the bug.
+            guards = handler_lines(source, loc.lines)
+            if guards:
+                found += mutations(source, loc.path, lines=guards, operators=["swap_exception"])
         except OperatorError as exc:
             log.info("no candidates in %s: %s", loc.path, exc)
             return []
@@ -213,10 +247,11 @@ class Search:
         keyed: list[tuple[tuple, int, Mutation]] = []
         for rank, loc in enumerate(top):
             for m in self._mutations_at(loc):
-                keyed.append(((-round(loc.score, 2), _PRIORITY.get(m.operator, 99), rank, m.size), rank, m))
+                keyed.append(((-round(loc.score * self.weight(m.operator), 4), _PRIORITY.get(m.operator, 99),
+                               rank, m.size), rank, m))
         for rank, loc in enumerate(top[:3]):
             for m in self._header_mutations(loc):
-                keyed.append(((1, _PRIORITY.get(m.operator, 99), rank, m.size), rank, m))
+                keyed.append(((1, -self.weight(m.operator), _PRIORITY.get(m.operator, 99), rank, m.size), rank, m))
         keyed.sort(key=lambda item: item[0])
         seen: set[tuple] = set()
         out: list[Candidate] = []
@@ -227,6 +262,10 @@ class Search:
             if len(out) >= max(self.max_candidates, _LISTED):
                 break
         return out
+
+    def weight(self, operator: str) -> float:
+        """The operator's prior (unseen by the prior's data: the smallest weight it has)."""
+        return self.prior.get(operator, min(self.prior.values(), default=1.0))
 
     def _candidate(self, muts: tuple[Mutation, ...], rank: int,
                    seen: set[tuple]) -> Candidate | None:
@@ -249,8 +288,9 @@ class Search:
             except (OperatorError, SyntaxError, ValueError):
                 return None
             edits.append(FileEdit(path, before, after))
-        key = tuple(sorted((e.path, e.after) for e in edits))
+        key = tuple(sorted(self._keys.key(e.path, e.before, e.after) for e in edits))
         if key in seen:
+            self.duplicates += 1
             return None
         seen.add(key)
         return Candidate(muts, Patch(tuple(edits)), rank)
@@ -266,29 +306,51 @@ class Search:
         winners: list[Tried] = []
         total = min(len(singles), self.max_candidates) + self.max_pairs
         todo = singles[: self.max_candidates]
-        with _Lanes(self._open_lanes(len(todo)), todo) as lanes:
-            for cand, outcome in lanes.results():
-                if winners and cand.rank != winners[0].candidate.rank:
-                    continue  # a fix is verified; only its own location is searched for a smaller one
-                if self._stop(started, result):
-                    break
-                if outcome is None:  # a lane skipped it (a fix elsewhere was known)
-                    continue
-                result.tried += 1
-                self.progress.update(result.tried, total, cand.describe())
-                tried.append(Tried(cand, outcome))
-                if outcome.verified:
-                    winners.append(tried[-1])
-                    lanes.anchor = cand.rank
-        fix = self._confirm(winners)
+        found_at, extra = 0.0, 0  # when the first fix was verified; candidates validated since
+        keep: Callable[[Candidate], bool] | None = None
+        # The first few on one lane: a fix found among them never pays for a second lane's
+        # shadow copy and warm session (seconds, more than a few candidates cost).
+        for first, chunk in ((True, todo[:_PARALLEL_FROM]), (False, todo[_PARALLEL_FROM:])):
+            if not chunk or result.stopped is not None or (winners and extra >= ALT_CANDIDATES):
+                break
+            # Alternatives alone are not worth opening a lane for either.
+            one = first or (bool(winners) and self._opened is None)
+            with _Lanes([self.verifier] if one else self._open_lanes(len(todo)), chunk) as lanes:
+                lanes.keep = keep
+                for cand, outcome in lanes.results():
+                    if winners:  # a fix is verified: a bounded look for alternatives at the top locations
+                        if extra >= ALT_CANDIDATES or time.monotonic() - found_at > ALT_SECONDS:
+                            extra = ALT_CANDIDATES
+                            break
+                        if keep is not None and not keep(cand):
+                            continue
+                    # A fix validated while the budget ran out still counts (a candidate whose
+                    # test hangs can take the rest of the budget); anything else ends here.
+                    if self._stop(started, result) and not (outcome is not None and outcome.verified):
+                        break
+                    if outcome is None:  # a lane skipped it (a fix elsewhere was known)
+                        continue
+                    extra += bool(winners)
+                    result.tried += 1
+                    tried.append(Tried(cand, outcome))
+                    self.progress.update(result.tried, total, self._note(cand, tried))
+                    if outcome.verified:
+                        winners.append(tried[-1])
+                        if keep is None:
+                            found_at, top = time.monotonic(), max(cand.rank, ALT_LOCATIONS - 1)
+                            keep = lanes.keep = lambda c, top=top: c.rank <= top
+        fix, result.alternatives = self._confirm(winners)
         if fix is None and result.stopped is None:
             fix = self._pairs(singles, tried, started, result, total)
         result.fix = fix
+        result.duplicates = self.duplicates
         result.history = tried
         result.best = sorted((t for t in tried if t.result.fixed),
                              key=lambda t: (-len(t.result.fixed), len(t.result.broken), t.candidate.size))[:3]
         if fix is None and result.stopped is None:
             result.stopped = "exhausted"
+        elif fix is not None:
+            result.stopped = None  # found, if only as the budget ran out
         result.seconds = time.monotonic() - started
         return result
 
@@ -302,6 +364,18 @@ class Search:
                 self._opened = [self.verifier]
         return self._opened or [self.verifier]
 
+    def _note(self, cand: Candidate, tried: list[Tried]) -> str:
+        """The progress note: the latest candidate, then the best partial fix so far, so a
+        face can show whether the search is getting anywhere."""
+        best = max((t for t in tried if t.result.fixed), default=None,
+                   key=lambda t: (len(t.result.fixed), -len(t.result.broken), -t.candidate.size))
+        if best is None:
+            return cand.describe()
+        broken = len(best.result.broken)
+        return (f"{cand.describe()} · best so far: {best.candidate.describe()} fixes "
+                f"{len(best.result.fixed)} of {len(self.verifier.failing)}"
+                + (f", breaks {broken}" if broken else ""))
+
     def _stop(self, started: float, result: SearchResult) -> bool:
         if self.cancel.is_set():
             result.stopped = "cancelled"
@@ -309,25 +383,54 @@ class Search:
             result.stopped = "time"
         return result.stopped is not None
 
-    def _confirm(self, winners: list[Tried]) -> Fix | None:
-        # Tests fixed first, then the smaller edit, then the more suspicious location.
-        for t in sorted(winners, key=lambda t: (-len(t.result.fixed), t.candidate.size, t.candidate.rank)):
+    def rank_key(self, t: Tried) -> tuple:
+        """How verified candidates are ranked: tests fixed, then the smaller change, the higher
+        operator prior, the more suspicious location (its own statement before a neighbour's)."""
+        ops = [m.operator for m in t.candidate.mutations]
+        prior = min(self.weight(op) for op in ops)
+        return (-len(t.result.fixed), t.candidate.size, -prior, t.candidate.rank,
+                max(_PRIORITY.get(op, 99) for op in ops))  # then search order: the sort is stable
+
+    def _confirm(self, winners: list[Tried]) -> tuple[Fix | None, list[Fix]]:
+        """The best verified candidate that also passes the whole suite, and up to
+        ``MAX_ALTERNATIVES`` more that do, in rank order (alternatives within ``ALT_SECONDS``)."""
+        fixes: list[Fix] = []
+        since = 0.0
+        for t in sorted(winners, key=self.rank_key):
+            if len(fixes) > MAX_ALTERNATIVES or (fixes and time.monotonic() - since > ALT_SECONDS):
+                break
             verification = self.verifier.confirm(t.candidate.patch)
             if verification is not None:
-                return Fix(t.candidate.patch, verification, "search", t.candidate.notes)
-        return None
+                since = since or time.monotonic()
+                fixes.append(Fix(t.candidate.patch, verification, "search", t.candidate.notes))
+        return (fixes[0], fixes[1:]) if fixes else (None, [])
 
     def _pair_order(self, singles: list[Candidate], tried: list[Tried]) -> Iterator[tuple[Candidate, Candidate]]:
-        partial = sorted((t for t in tried if t.result.fixed),
+        """Pairs in the order worth trying, reusing what each single edit showed alone.
+
+        Left out: an edit that was refused or made things worse (the module no longer imports, a
+        test now hangs), and one that ran every failing test and moved none of them (its
+        partner would have to do all the work).  Then partial fixes are completed first, by
+        edits that moved a failing test before those not seen to."""
+        outcome = {id(t.candidate): t.result for t in tried}
+
+        def idle(r: CandidateResult) -> bool:
+            return bool(r.refused or r.worse) or not (r.fixed or r.changed or r.unseen)
+
+        usable = [c for c in singles if id(c) not in outcome or not idle(outcome[id(c)])]
+        self.pruned = len(singles) - len(usable)
+        moved = {id(c) for c in usable if id(c) in outcome and (outcome[id(c)].fixed or outcome[id(c)].changed)}
+        ordered = [c for c in usable if id(c) in moved] + [c for c in usable if id(c) not in moved]
+        partial = sorted((t for t in tried if t.result.fixed and not t.result.worse),
                          key=lambda t: (-len(t.result.fixed), len(t.result.broken), t.candidate.size))
         firsts = [t.candidate for t in partial[:10]]
         # Pairs that complete a partial fix come first, then pairs of the most suspicious edits
         # (two bugs that each hide the other's effect fix no test on their own).
         for a in firsts:
-            for b in singles:
+            for b in ordered:
                 if b is not a and b.rank != a.rank:
                     yield a, b
-        pool = singles[:20]
+        pool = ordered[:20]
         for i, a in enumerate(pool):
             for b in pool[i + 1:]:
                 if b.rank != a.rank:
@@ -336,21 +439,22 @@ class Search:
     def _pairs(self, singles: list[Candidate], tried: list[Tried], started: float,
                result: SearchResult, total: int) -> Fix | None:
         pairs, more = self._pair_candidates(singles, tried)
+        result.pairs_pruned, result.duplicates = self.pruned, self.duplicates
         while pairs:
             verified: Tried | None = None
             with _Lanes(self._open_lanes(len(pairs)), pairs) as lanes:
                 for i, (cand, outcome) in enumerate(lanes.results()):
-                    if self._stop(started, result):
+                    if self._stop(started, result) and not (outcome is not None and outcome.verified):
                         return None
                     result.pairs_tried += 1
-                    self.progress.update(result.tried + result.pairs_tried, total, cand.describe())
+                    self.progress.update(result.tried + result.pairs_tried, total, self._note(cand, tried))
                     if outcome is not None and outcome.verified:
                         verified, pairs = Tried(cand, outcome), pairs[i + 1:]
                         break
                 else:
                     pairs = []
             if verified is not None:  # confirmed once the lanes stopped: lane 0 is free again
-                fix = self._confirm([verified])
+                fix, _ = self._confirm([verified])
                 if fix is not None:
                     return fix
         if more and result.stopped is None:

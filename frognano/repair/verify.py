@@ -1,7 +1,8 @@
 """Verification of candidate patches in the shadow copy (DESIGN.md invariant 2).
 
 A candidate is checked in two steps, cheapest first: the originally failing tests (most
-candidates fail here), then the originally passing tests that cover the changed code.  The one
+candidates fail here; with several, the fastest of them alone first, and the others only if it
+passes), then the originally passing tests that cover the changed code.  The one
 fix that is offered is then confirmed once against every originally passing test of the run.
 
 The tests are the specification (invariant 6): a patch that touches a test module, a
@@ -27,6 +28,8 @@ from .patch import Patch, Verification
 
 log = logging.getLogger(__name__)
 
+GATE_FROM = 0.25  # seconds of the other failing tests' baseline time that justify a gate run
+
 
 @dataclass
 class CandidateResult:
@@ -35,6 +38,12 @@ class CandidateResult:
     broken: list[str] = field(default_factory=list)  # originally passing, now failing
     checked: int = 0  # originally passing tests run in step two
     refused: str = ""  # why the patch was not run at all, or why its run does not count
+    # What the failing-test run showed short of a fix, for the pair search: failing tests whose
+    # outcome or message moved from the baseline's, and why the edit made things worse (the
+    # module no longer imports, a test now hangs or crashes), "" when it did not.
+    changed: list[str] = field(default_factory=list)
+    worse: str = ""
+    unseen: list[str] = field(default_factory=list)  # failing tests not run: the gate failed first
 
     @property
     def verified(self) -> bool:
@@ -83,6 +92,34 @@ def function_lines(before: str, after: str) -> set[int] | None:
     return spans
 
 
+HUNG = frozenset({"timeout"})  # baseline outcomes whose duration says nothing about the test
+HANG_FLOOR = 0.5  # seconds: the least a candidate's run of a test that hung may take
+
+
+def hang_bound(baseline: RunResult, timeout: float, factor: float) -> float:
+    """The limit of a candidate's run of a test that hung in the baseline.
+
+    Its own duration is only the limit it hit, so the bound comes from the tests that finished:
+    ``factor`` times the slowest that passed (else the slowest that failed) plus a quarter of a
+    second, at least half a second and at most ``timeout``.  A cured loop runs like its
+    neighbours (milliseconds, in a unit suite); an uncured one then costs well under a second
+    per candidate instead of ``timeout``, and candidates that leave the loop alone are most of
+    them (53 of 118 on realbugs/42)."""
+    finished = [t for t in baseline.tests.values() if t.outcome not in HUNG and t.outcome != "crashed"]
+    passed = [t.duration for t in finished if t.passed] or [t.duration for t in finished]
+    if not passed:
+        return min(timeout, 2.0)  # nothing finished to learn from: the floor of a passing test
+    return min(timeout, max(HANG_FLOOR, factor * max(passed) + 0.25))
+
+
+def candidate_timeouts(baseline: RunResult, timeout: float, factor: float) -> dict[str, float]:
+    """Each baseline test's limit in a candidate's run: ``factor`` times its own duration plus a
+    second (at least 2 s, at most ``timeout``); a test that hung gets ``hang_bound``."""
+    hung = hang_bound(baseline, timeout, factor)
+    return {n: hung if t.outcome in HUNG else min(timeout, max(2.0, factor * t.duration + 1.0))
+            for n, t in baseline.tests.items()}
+
+
 class Verifier:
     def __init__(self, ws: Workspace, runner: TestRunner, baseline: RunResult,
                  coverage: CoverageMap, *, timeout: float, factor: float,
@@ -96,11 +133,19 @@ class Verifier:
         self.spec = spec or Specification.of_workspace(ws, [*baseline.tests, *baseline.collected])
         self._protected = self.spec.protected(ws.entries)
         self._strays = self.spec.strays(ws.entries)
-        # A candidate that turns a loop infinite must cost seconds, not the full timeout.
-        self.timeouts = {
-            n: min(timeout, max(2.0, factor * t.duration + 1.0)) for n, t in baseline.tests.items()
-        }
+        # A candidate that turns a loop infinite must cost seconds, not the full timeout; and one
+        # that does not cure a test that hung in the baseline, about a second (``hang_bound``).
+        self.hang_bound = hang_bound(baseline, timeout, factor)
+        self.timeouts = candidate_timeouts(baseline, timeout, factor)
         self.runs = 0
+        self._baseline = baseline.tests
+        # The fastest failing test is the gate: most candidates fail it, and it alone costs least.
+        # Worth a run of its own only when the other failing tests cost more than a run's fixed
+        # cost (slow or hanging tests); else one run of them all also says which ones an edit
+        # fixes, which the pair search and the report of partial fixes use.
+        timed = sorted((n for n in self.failing if n in baseline.tests), key=lambda n: baseline.tests[n].duration)
+        rest = sum(baseline.tests[n].duration for n in timed[1:])
+        self.gate = timed[0] if len(timed) > 1 and rest >= GATE_FROM else None
 
     def lane(self, ws: Workspace, runner: TestRunner) -> Verifier:
         """The same verdicts, given on another shadow copy with its own runner (a parallel lane)."""
@@ -153,12 +198,14 @@ class Verifier:
             log.info("refused a candidate: %s", refused)
             return CandidateResult(still_failing=list(self.failing), refused=refused)
         with self.ws.edited(patch.texts()):
-            first, rewrote = self._run(patch, self.failing)
+            first, rewrote = self._run_failing(patch)
             if rewrote:
                 return CandidateResult(still_failing=list(self.failing), refused=_rewrote(rewrote))
             for n in self.failing:
                 t = first.tests.get(n)
                 (result.fixed if t is not None and t.passed else result.still_failing).append(n)
+            result.changed, result.worse = self._effect(first)
+            result.unseen = [n for n in self.failing if n not in first.tests]
             if result.still_failing or first.collect_errors:
                 result.still_failing = result.still_failing or list(self.failing)
                 return result
@@ -170,6 +217,36 @@ class Verifier:
                 result.broken = [n for n in covering
                                  if n not in second.tests or not second.tests[n].passed]
         return result
+
+    def _run_failing(self, patch: Patch) -> tuple[RunResult, list[str]]:
+        """The originally failing tests: the gate alone first, the others only if it passes."""
+        if self.gate is None:
+            return self._run(patch, self.failing)
+        run, rewrote = self._run(patch, [self.gate])
+        t = run.tests.get(self.gate)
+        if rewrote or run.collect_errors or t is None or not t.passed:
+            return run, rewrote
+        rest, rewrote = self._run(patch, [n for n in self.failing if n != self.gate])
+        run.merge(rest)
+        return run, rewrote
+
+    def _effect(self, run: RunResult) -> tuple[list[str], str]:
+        """Failing tests ``run`` moved from their baseline outcome, and how it made things worse."""
+        changed, worse = [], ""
+        if run.collect_errors:
+            worse = f"collection fails: {run.collect_errors[0].summary}"
+        for n in self.failing:
+            t, was = run.tests.get(n), self._baseline.get(n)
+            if t is None or was is None:
+                continue
+            # A test that still hangs has not moved, though its message names another limit
+            # (the candidate's bound, not the baseline's timeout or stall).
+            still_hangs = t.outcome == was.outcome and t.outcome in HUNG
+            if (t.outcome, t.summary) != (was.outcome, was.summary) and not still_hangs:
+                changed.append(n)
+            if t.outcome in ("timeout", "crashed") and was.outcome != t.outcome and not worse:
+                worse = f"{n} now {'hangs' if t.outcome == 'timeout' else 'crashes'}"
+        return changed, worse
 
     def confirm(self, patch: Patch) -> Verification | None:
         """Run every test of the baseline with the patch; a Verification only if all hold."""

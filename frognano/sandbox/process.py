@@ -87,7 +87,9 @@ class Watch:
             # The in-process alarm fires first; this is the backstop for a test the alarm cannot
             # interrupt (a loop inside C code: islice over an endless iterator).  A second past
             # the limit: such candidates are common, and each used to cost 1.5x its limit + 2 s.
-            limit = per_test + 1.0
+            # Less for a short limit (a test that hung in the baseline gets half a second per
+            # candidate): the margin only lets a test the alarm stopped finish its teardown.
+            limit = per_test + min(1.0, max(0.25, per_test / 2))
         return time.monotonic() - self.since > limit
 
 

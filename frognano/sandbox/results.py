@@ -197,3 +197,23 @@ def parse_results(path: Path) -> tuple[RunResult, str | None]:
         elif kind == "timing":
             run.timing = {k: float(v) for k, v in rec.items() if k != "kind"}
     return run, running
+
+
+def unfinished_lines(path: Path) -> tuple[dict[str, list[int]] | None, tuple[str, int] | None]:
+    """The lines the last test of a diagnosis run had run for the first time (the plugin's
+    ``<results>.lines``: ``is_test<TAB>relpath<TAB>line``), and the last of them outside test
+    files: the coverage of a test killed before it could report, None when there is none."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return None, None
+    lines: dict[str, set[int]] = {}
+    last: tuple[str, int] | None = None
+    for row in text.splitlines():
+        parts = row.split("\t")
+        if len(parts) != 3 or not parts[2].isdigit():
+            continue  # the last row of a run killed mid-write
+        lines.setdefault(parts[1], set()).add(int(parts[2]))
+        if parts[0] == "0":
+            last = (parts[1], int(parts[2]))
+    return ({rel: sorted(ln) for rel, ln in lines.items()} or None), last

@@ -34,7 +34,7 @@ from ._worker import frognano_confine as confine
 from .denials import denial_note, denied_writes
 from .forkserver import ServerLost, WarmServerClient
 from .process import POLL, Watch, describe_exit, kill_run, killpg, tail, worker_env
-from .results import CollectError, RunResult, TestResult, parse_results
+from .results import CollectError, RunResult, TestResult, parse_results, unfinished_lines
 from .workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -98,6 +98,7 @@ class _Options(NamedTuple):
     reverse: bool = False
     stop_on_timeout: bool = False
     name_denials: bool = False
+    stall: tuple[float, float] | None = None  # (seconds, factor): see ``TestRunner.run``
 
 
 class TestRunner(WarmServerClient):
@@ -132,6 +133,7 @@ class TestRunner(WarmServerClient):
         reverse: bool = False,
         stop_on_timeout: bool = False,
         name_denials: bool = False,
+        stall: tuple[float, float] | None = None,
     ) -> RunResult:
         """Run ``nodeids`` (all tests when None) and return every test's structured result.
 
@@ -144,6 +146,14 @@ class TestRunner(WarmServerClient):
         paths that Python code attempts, even one whose error a test swallowed.  It costs an
         audit-hook call per Python function call under coverage (+37% on more-itertools), so
         the engine asks for it only in a short rerun of the tests that failed.
+        ``stall`` (``(seconds, factor)``, with ``coverage=True``) ends a test early, as a
+        timeout, once it has kept the CPU busy without running a line it had not run before for
+        ``max(seconds, factor x the slowest test that passed before it)`` (a fifth of
+        ``seconds`` once a test of the run stalled): an endless loop costs a diagnosis run
+        seconds, not its timeout, and its coverage still names the loop's lines.  A test that
+        waits (a sleep, a subprocess) is not stalled.  With ``stall`` (even ``seconds`` 0: no
+        stall detection) a test killed before it reported (a loop in C code) keeps the lines it
+        ran, as its coverage.
 
         ``cancel`` (default: ``self.cancel``) kills the run in flight when set; the result then
         has ``cancelled`` set and holds only the tests that finished.
@@ -156,8 +166,8 @@ class TestRunner(WarmServerClient):
             return total
         pending = list(nodeids) if nodeids is not None else None
         for _ in range(_MAX_RELAUNCHES):
-            options = _Options(coverage, reverse, stop_on_timeout, name_denials)
-            part, running, killed, code = self._run_once(pending, args, options, timeouts or {}, cancel)
+            options = _Options(coverage, reverse, stop_on_timeout, name_denials, stall)
+            part, running, killed, code, unfinished = self._run_once(pending, args, options, timeouts or {}, cancel)
             total.merge(part)
             if cancel is not None and cancel.is_set():
                 total.cancelled = True  # the killed test is not a timeout or a crash: no verdict
@@ -169,7 +179,8 @@ class TestRunner(WarmServerClient):
                     f"Timeout: the test ran longer than {limit:g} s and was killed"
                     if killed else f"the test process died while running this test ({describe_exit(code)})"
                 )
-                total.tests[running] = TestResult(running, outcome, message=message)
+                coverage, last = unfinished
+                total.tests[running] = TestResult(running, outcome, message=message, coverage=coverage, last=last)
                 if killed and stop_on_timeout:
                     break
             elif killed and not part.collected:
@@ -276,6 +287,7 @@ class TestRunner(WarmServerClient):
             "coverage": options.coverage,
             "reverse": options.reverse,
             "stop_on_timeout": options.stop_on_timeout,
+            "stall": {"after": options.stall[0], "factor": options.stall[1]} if options.stall else None,
             "max_output": self.config.max_output,
             "limits": {"memory_mb": self.config.memory_mb, "fsize_mb": self.config.fsize_mb,
                        "cpu_seconds": cpu},
@@ -301,6 +313,7 @@ class TestRunner(WarmServerClient):
                     if fallback:
                         log.debug("this run re-imports the project: %s", fallback)
                     Path(req["results"]).unlink(missing_ok=True)
+                    Path(req["results"] + ".lines").unlink(missing_ok=True)
                     req = self._request(nodeids, args, options, timeouts)
                     watch = Watch(Path(req["results"]), self.config.timeout, timeouts, self.config.collect_timeout)
                     watch.cancel = cancel
@@ -322,7 +335,11 @@ class TestRunner(WarmServerClient):
                         ", ".join(result.leaks))
         Path(req["results"]).unlink(missing_ok=True)
         self._check_confinement(result)
-        return result, running, killed, code
+        # A test that never reported (killed in C code, or its process died): what it ran.
+        lines = Path(req["results"] + ".lines")
+        unfinished = unfinished_lines(lines) if running is not None else (None, None)
+        lines.unlink(missing_ok=True)
+        return result, running, killed, code, unfinished
 
     def _swappable(self, nodeids: Sequence[str] | None, args: Sequence[str], options: _Options) -> bool:
         """Whether a run may use the warm session: a selection of collected tests, run as the

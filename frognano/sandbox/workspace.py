@@ -180,6 +180,13 @@ class Workspace:
 
     def open(self) -> None:
         self.cache.mkdir(parents=True, exist_ok=True)
+        # Which project this cache folder belongs to, for ``frognano cache`` (the folder's name
+        # is only the project's base name and a hash).
+        record = self.cache / "project.json"
+        if not record.exists():
+            tmp = record.with_name(f".project.json.{os.getpid()}")
+            tmp.write_text(json.dumps({"project": str(self.root)}) + "\n")
+            os.replace(tmp, record)
         for slot in range(_SLOTS):
             fd = os.open(self.cache / f"shadow-{slot}.lock", os.O_CREAT | os.O_RDWR, 0o644)
             try:

@@ -17,8 +17,13 @@ Contract (the VS Code and Neovim clients code against it):
   camelCase keys: ``model testArgs timeout maxCandidates maxPairs searchSeconds episodes python``
   (any other ``frognano.config.Settings`` field in camelCase works too), ``autoFix``
   (off | suggest | apply) and ``debounceMs``; they override ``[tool.frognano]``.
-* commands: ``frognano.runTests [uri]``, ``frognano.fix [uri]``, ``frognano.applyFix [uri]``,
-  ``frognano.toggleAutoFix``, ``frognano.showDiagnosis [uri]``, ``frognano.showEpisode [path]``.
+* commands: ``frognano.runTests [uri...]`` (the tests those files affect; the verified fix's
+  code action carries it, so the tests re-run once the client applied the edit),
+  ``frognano.fix [uri]``, ``frognano.applyFix [uri]``, ``frognano.toggleAutoFix``,
+  ``frognano.showDiagnosis [uri]``, ``frognano.showEpisode [path]``.
+* diagnostics: published with the document version the run saw (open documents); runs follow
+  saves, the first opened file of a project without results, applied fixes and
+  ``workspace/didChangeWatchedFiles`` (registered dynamically when the client can).
 * notification ``frognano/status``: ``{state, failing, autoFix, message}`` on every change.
 """
 

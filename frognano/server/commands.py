@@ -46,12 +46,18 @@ def target(ls: FrogNanoServer, args: tuple) -> tuple[Project, str | None]:
 
 
 async def run_tests(ls: FrogNanoServer, *args: Any) -> dict:
+    """The tests of the file named first (and of any further URIs of the same project, as the
+    verified fix's code action sends for a fix touching several files); without one, all."""
     project, rel = target(ls, args)
     files = diagnostics.debouncer(ls, project).take()  # saves waiting for their debounce join this run
     if rel is None or files is None:
         files = None
     else:
         files |= {rel}
+        for extra in args[1:]:
+            found = ls.locate(extra) if isinstance(extra, str) else None
+            if found is not None and found[0] is project:
+                files.add(found[1])
     outcome = await diagnostics.run_tests(ls, project, files, progress.with_request(ls, threading.Event()))
     if outcome is None:
         return RunTestsReply("cancelled").to_json()
@@ -86,7 +92,7 @@ def show_diagnosis(ls: FrogNanoServer, *args: Any) -> str:
     project, _ = target(ls, args)
     last = project.last
     if last is None:
-        text = "FrogNano has not run the tests yet: save a Python file or run frognano.runTests"
+        text = "FrogNano has not run the tests yet: open or save a Python file, or run frognano.runTests"
     else:
         text = convert.diagnosis_text(last.run, last.locations, last.notes)
         ready = fixes.valid_fix(ls, project)

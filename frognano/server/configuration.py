@@ -51,7 +51,7 @@ async def initialized(ls: FrogNanoServer, params: types.InitializedParams) -> No
             ls.log(f"FrogNano: cannot watch files ({exc})", types.MessageType.Warning)
     names = ", ".join(str(p.folder) for p in ls.projects.values()) or "no folder yet"
     ls.log(f"FrogNano {__version__} serving {names}; autoFix {ls.options.auto_fix}")
-    ls.status(None, "idle", message="save a Python file to run its tests")
+    ls.status(None, "idle", message="open or save a Python file to run its tests")
 
 
 def did_change_configuration(ls: FrogNanoServer, params: types.DidChangeConfigurationParams) -> None:

@@ -1,6 +1,7 @@
 """Test runs and what they show: diagnostics, hovers and the status.
 
-A save asks for the tests it affects after ``debounceMs``; the run happens on the project's
+A save (an opened file in a project without results, a change on disk, an applied fix) asks
+for the tests it affects after ``debounceMs``; the run happens on the project's
 worker thread (``jobs.py``) and only the newest run's results are published.  A failing run
 starts a fix job when ``autoFix`` is on (``fixes.py``).
 """
@@ -54,12 +55,22 @@ def publish(ls: FrogNanoServer, project: Project, outcome: TestOutcome) -> None:
                                              outcome.texts, uri_of, ls.encoding)
         for rel, diags in [*found.items(), *errors.items()]:
             new.setdefault(rel, []).extend(diags)
+    # Each open document's diagnostics carry the version the run saw, so a client can tell
+    # results for text it has since changed; files the run read from disk carry none.
+    open_now = ls.open_documents(project)
+    seen = outcome.snapshot.versions
+
+    def send(rel: str, diags: list[types.Diagnostic]) -> None:
+        version = seen.get(rel) if rel in open_now else None
+        ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri_of(rel), diagnostics=diags,
+                                                                            version=version))
+
     for key in [k for k in ls.published if k[0] == project.root and k[1] not in new]:
         ls.published.pop(key)
-        ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri_of(key[1]), diagnostics=[]))
+        send(key[1], [])
     for rel, diags in new.items():
         ls.published[(project.root, rel)] = diags
-        ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri_of(rel), diagnostics=diags))
+        send(rel, diags)
 
 
 def clear(ls: FrogNanoServer, project: Project) -> None:
@@ -73,7 +84,7 @@ def debouncer(ls: FrogNanoServer, project: Project) -> Debouncer:
 
 
 def request_tests(ls: FrogNanoServer, project: Project, files: set[str] | None) -> None:
-    """A save: run the affected tests after ``debounceMs``; the run in flight is dropped."""
+    """Run the tests ``files`` affect after ``debounceMs``; the run in flight is dropped."""
     if project.tests_job is not None and not project.tests_job.done():
         project.tests_job.cancel.set()
     fix = project.fix_job

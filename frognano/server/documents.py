@@ -1,8 +1,10 @@
 """Document and workspace events: which project changed, and which tests that makes stale.
 
 Every change bumps its project's state counter (a fix computed for an older state is never
-offered); a save asks for the tests it affects (``diagnostics.request_tests``), chosen by the
-incremental session that watch mode shares (``repair/incremental.py``).
+offered); a save, a change on disk the editor did not make (``workspace/didChangeWatchedFiles``)
+and the first Python file opened in a project without results ask for the tests they affect
+(``diagnostics.request_tests``), chosen by the incremental session that watch mode shares
+(``repair/incremental.py``).
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from urllib.parse import unquote
 from lsprotocol import types
 
 from ..repair.incremental import affects_tests, is_test_module
+from ..sandbox.workspace import IGNORED_DIRS
 from . import configuration, convert, diagnostics
+from .jobs import Project
 from .state import FrogNanoServer
 
 log = logging.getLogger(__name__)
@@ -33,7 +37,9 @@ def did_open(ls: FrogNanoServer, params: types.DidOpenTextDocumentParams) -> Non
     if params.text_document.text != ls.disk_text(project.path(rel)):
         ls.dirty.add(params.text_document.uri)
         project.state += 1
-    if is_test_module(rel):
+    # A test module shows its results on opening; so does any Python file while the project has
+    # none yet (no run done or under way), or failures would stay hidden until the first save.
+    if is_test_module(rel) or (project.last is None and project.tests_job is None):
         diagnostics.request_tests(ls, project, {rel})
 
 
@@ -73,15 +79,30 @@ def did_close(ls: FrogNanoServer, params: types.DidCloseTextDocumentParams) -> N
 
 
 def did_change_watched_files(ls: FrogNanoServer, params: types.DidChangeWatchedFilesParams) -> None:
+    """Files changed on disk outside the editor (a fix applied to a file it had not opened, a
+    checkout, a formatter): fixes computed before are stale, and the tests they affect re-run."""
+    changed: dict[Path, tuple[Project, set[str]]] = {}
     for change in params.changes:
         found = ls.locate(change.uri)
         if found is None:
             continue
         project, rel = found
-        if unquote(change.uri) not in ls.workspace.text_documents:  # pygls keys them unquoted
-            project.state += 1  # changed outside the editor: fixes computed before are stale
+        if unquote(change.uri) in ls.workspace.text_documents:  # pygls keys them unquoted
+            continue  # the editor's buffer is what the tests see; its save runs them
+        if ignored(rel):
+            continue  # a virtualenv, a cache or FrogNano's own files: not the project's code
+        project.state += 1
         if rel.rsplit("/", 1)[-1] == "pyproject.toml":
             ls.spawn(configuration.refresh(ls))
+        if affects_tests(rel):
+            changed.setdefault(project.root, (project, set()))[1].add(rel)
+    for project, files in changed.values():
+        diagnostics.request_tests(ls, project, files)
+
+
+def ignored(rel: str) -> bool:
+    """A path under a directory the shadow copy leaves out (``.venv``, caches, ``.frognano``)."""
+    return any(p in IGNORED_DIRS or p.endswith(".egg-info") for p in rel.split("/")[:-1])
 
 
 def did_change_folders(ls: FrogNanoServer, params: types.DidChangeWorkspaceFoldersParams) -> None:

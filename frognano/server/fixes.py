@@ -25,6 +25,7 @@ CMD_FIX = "frognano.fix"
 CMD_RUN_TESTS = "frognano.runTests"
 CMD_SHOW_DIAGNOSIS = "frognano.showDiagnosis"
 CMD_SHOW_EPISODE = "frognano.showEpisode"
+MAX_ALTERNATIVES = 3  # verified alternatives offered after the preferred fix
 
 
 def valid_fix(ls: FrogNanoServer, project: Project) -> ReadyFix | None:
@@ -45,6 +46,28 @@ def fix_edit(ls: FrogNanoServer, project: Project, ready: ReadyFix) -> types.Wor
     if ls.edit_cache is None or ls.edit_cache[0] != key:
         ls.edit_cache = (key, convert.workspace_edit(ready.fix, ls.uri_of(project), versions, ls.encoding))
     return ls.edit_cache[1]
+
+
+def alternative_actions(ls: FrogNanoServer, project: Project, ready: ReadyFix,
+                        diagnostics: list[types.Diagnostic]) -> list[types.CodeAction]:
+    """The search's other verified fixes, in its rank order, after the preferred one: where
+    the visible tests cannot tell a correct fix from a plausible one, the user chooses.  Only
+    those computed on exactly what the editor and the disk hold now."""
+    docs = ls.open_documents(project)
+    uri_of = ls.uri_of(project)
+    actions = []
+    for i, alt in enumerate(ready.alternatives[:MAX_ALTERNATIVES], 1):
+        if any(ls.current_text(project, e.path) != e.before for e in alt.patch.edits):
+            continue
+        versions = {e.path: docs[e.path].version for e in alt.patch.edits if e.path in docs}
+        rerun = types.Command(title="Run the tests", command=CMD_RUN_TESTS,
+                              arguments=[uri_of(f) for f in alt.patch.files])
+        actions.append(types.CodeAction(
+            title=convert.fix_title(alt).replace("FrogNano", f"FrogNano (alternative {i})", 1),
+            kind=types.CodeActionKind.QuickFix, diagnostics=diagnostics, is_preferred=False,
+            edit=convert.workspace_edit(alt, uri_of, versions, ls.encoding), command=rerun,
+            data={**convert.fix_action_data(alt), "alternative": i}))
+    return actions
 
 
 async def fix(ls: FrogNanoServer, project: Project, explicit: bool = True,
@@ -88,7 +111,15 @@ async def fix(ls: FrogNanoServer, project: Project, explicit: bool = True,
             type=types.MessageType.Warning if reply.status == "error" else types.MessageType.Info,
             message=f"FrogNano: {reply.message}"))
     if reply.status == "fixed" and ls.options.auto_fix == "apply":
-        reply = FixReply(reply.status, reply.title, reply.message, reply.diff, reply.files, await apply_fix(ls, project))
+        ready = valid_fix(ls, project)
+        if ready is not None and project.applied == ready.fix.patch:
+            # The editor said it applied this very patch, yet the files still hold the text it
+            # fixes: sending it again would loop (apply, re-run, fail, fix, apply...).
+            ls.log("FrogNano: the editor reported this fix applied, but the files did not change; "
+                   "not sending it again", types.MessageType.Warning)
+        else:
+            reply = FixReply(reply.status, reply.title, reply.message, reply.diff, reply.files,
+                             await apply_fix(ls, project))
     return reply
 
 
@@ -118,7 +149,7 @@ def fix_done(ls: FrogNanoServer, project: Project, outcome: FixOutcome) -> FixRe
         return FixReply("unfixed", message=report.message)
     title = convert.fix_title(report.fix)
     episodes = [str(e.record) for e in report.episodes if e.record]
-    project.ready = ReadyFix(report.fix, outcome.snapshot.state, title, episodes)
+    project.ready = ReadyFix(report.fix, outcome.snapshot.state, title, episodes, list(report.alternatives))
     if not current or valid_fix(ls, project) is None:
         project.ready = None
         message = "the files changed while the fix was computed; save to run again"
@@ -148,8 +179,12 @@ async def apply_fix(ls: FrogNanoServer, project: Project) -> ApplyReply:
     project.ready = None  # applied, or refused: either way it is not offered again
     failing = len(project.last.failing) if project.last else 0
     if applied:
+        project.applied = ready.fix.patch
         ls.log(f"FrogNano: applied {ready.title}")
-        ls.status(project, "fixed", failing, f"applied: {ready.title}; save to run the tests")
+        ls.status(project, "fixed", failing, f"applied: {ready.title}")
+        # The editor may have written a file it had not opened, or changed a buffer: either way
+        # no save follows, so the tests re-run now and the Error diagnostics clear by themselves.
+        diagnostics.request_tests(ls, project, set(ready.fix.patch.files))
         return ApplyReply(True, title=ready.title)
     ls.log(f"FrogNano: the editor rejected the fix ({reason or 'no reason given'}); it was dropped",
            types.MessageType.Warning)
@@ -158,8 +193,9 @@ async def apply_fix(ls: FrogNanoServer, project: Project) -> ApplyReply:
 
 
 def code_actions(ls: FrogNanoServer, params: types.CodeActionParams) -> list[types.CodeAction] | None:
-    """On FrogNano's diagnostics: the verified fix (marked by its ``data``) or "Fix with
-    FrogNano", then "Show diagnosis" and "Run tests"."""
+    """On FrogNano's diagnostics: the verified fix (marked by its ``data``, preferred) and its
+    verified alternatives in rank order, or "Fix with FrogNano"; then "Show diagnosis" and "Run
+    tests"."""
     uri = params.text_document.uri
     found = ls.locate(uri)
     if found is None or not found[1].endswith(".py"):
@@ -178,9 +214,15 @@ def code_actions(ls: FrogNanoServer, params: types.CodeActionParams) -> list[typ
     actions: list[types.CodeAction] = []
     ready = valid_fix(ls, project)
     if ready is not None:
+        # The edit is the fix; the command, which the client runs after applying it, re-runs
+        # the tests it touches: no save follows an edit to a file the editor had not opened.
+        uri_of = ls.uri_of(project)
+        rerun = types.Command(title="Run the tests", command=CMD_RUN_TESTS,
+                              arguments=[uri_of(f) for f in ready.fix.patch.files] or [uri])
         actions.append(types.CodeAction(title=ready.title, kind=types.CodeActionKind.QuickFix, diagnostics=ours,
-                                        is_preferred=True, edit=fix_edit(ls, project, ready),
+                                        is_preferred=True, edit=fix_edit(ls, project, ready), command=rerun,
                                         data=convert.fix_action_data(ready.fix)))
+        actions += alternative_actions(ls, project, ready, ours)
         actions += [types.CodeAction(title="Show the model episode (FrogNano)", kind=types.CodeActionKind.QuickFix,
                                      command=types.Command(title="Show episode", command=CMD_SHOW_EPISODE,
                                                            arguments=[record]))

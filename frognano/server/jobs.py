@@ -32,7 +32,7 @@ from ..progress import Progress, Relay
 from ..repair.engine import Engine, FixReport, NothingToTest
 from ..repair.incremental import Selection, Session
 from ..repair.localize import Location
-from ..repair.patch import Fix
+from ..repair.patch import Fix, Patch
 from ..runtime.lazy import LazyModel
 from ..sandbox.results import RunResult
 from ..sandbox.spectra import CoverageMap
@@ -147,6 +147,7 @@ class ReadyFix:
     state: int
     title: str
     episodes: list[str] = field(default_factory=list)  # episode record paths, when a model helped
+    alternatives: list[Fix] = field(default_factory=list)  # other verified fixes, best first
 
 
 JobKind = Literal["tests", "fix"]
@@ -178,6 +179,7 @@ class Project:
         self.settings = Settings()
         self.state = 0
         self.ready: ReadyFix | None = None
+        self.applied: Patch | None = None  # the patch the editor last said it applied (never re-sent)
         self.last: TestOutcome | None = None  # the last published run
         self.tests_job: JobHandle | None = None
         self.fix_job: JobHandle | None = None

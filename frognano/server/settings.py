@@ -81,8 +81,10 @@ def section(raw: Any) -> dict[str, Any]:
     """The ``frognano`` object, whether the client wrapped it in ``{"frognano": ...}`` or not."""
     raw = plain(raw)
     if not isinstance(raw, dict):
-        return {}
+        return {}  # nothing, or an empty Lua table that Neovim's JSON encoder wrote as []
     inner = raw.get("frognano")
+    if isinstance(inner, list) and not inner:
+        return {}  # {"frognano": []}: the same empty table, one level down
     return dict(inner) if isinstance(inner, dict) else raw
 
 

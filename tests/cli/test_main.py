@@ -152,19 +152,27 @@ def test_directory_with_no_tests(make_project):
     assert snapshot(root) == before
 
 
-@pytest.mark.parametrize("source, needle", [
-    ("def clamp(x:\n    return x\n", "SyntaxError"),
-    ("import not_installed_anywhere\n\ndef clamp(x):\n    return x\n", "ModuleNotFoundError"),
-    (b"NAME = 'caf\xe9'\n\ndef clamp(x):\n    return x\n", "'utf-8' codec can't decode"),
+@pytest.mark.parametrize("source, needles", [
+    # A syntax error is the source file's, at its line, not the test module's that imported it.
+    ("def clamp(x):\n    return x\n\ndef broken(x:\n    return x\n",
+     ["error: m.py:4: SyntaxError", "while collecting tests/test_m.py"]),
+    # A missing package is most often the wrong interpreter: the hint names the setting.
+    ("import not_installed_anywhere\n\ndef clamp(x):\n    return x\n",
+     ["cannot collect tests/test_m.py", "ModuleNotFoundError", "lacks not_installed_anywhere",
+      'set python = "', "[tool.frognano]"]),
+    (b"NAME = 'caf\xe9'\n\ndef clamp(x):\n    return x\n",
+     ["error: m.py:1: SyntaxError", "'utf-8' codec can't decode"]),
 ], ids=["syntax-error", "collection-error", "non-utf8-imported"])
-def test_project_that_cannot_be_collected(make_project, source, needle):
+def test_project_that_cannot_be_collected(make_project, source, needles):
     root = make_project({"tests/test_m.py": "from m import clamp\n\ndef test_c():\n    assert clamp(1) == 1\n"})
     (root / "m.py").write_bytes(source if isinstance(source, bytes) else source.encode())
     before = snapshot(root)
     proc = frognano("fix", str(root))
     assert proc.returncode == 1
     line = _one_line_error(proc)
-    assert "cannot collect tests/test_m.py" in line and needle in line
+    assert all(n in line for n in needles), line
+    if not any("python =" in n for n in needles):
+        assert "python =" not in line  # the hint is for missing modules only
     assert snapshot(root) == before
 
 

@@ -7,6 +7,7 @@ StringIO, or as ``python -m frognano watch`` in a subprocess; every wait is boun
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import signal
@@ -168,7 +169,8 @@ def test_saves_run_the_affected_tests_and_noise_is_ignored(make_project):
         assert "✓ 4 passed" in w.wait_status(6) and "all tests (pkg/c.py changed)" in w.statuses()[5]
         a.write_text("def double(x):\n    return x +\n")
         broken = w.wait_status(7)
-        assert "✗ cannot collect tests/test_a.py" in broken and "SyntaxError" in broken, broken
+        # reported at the source file's line, not against the test module that imported it
+        assert "✗ pkg/a.py:2: SyntaxError" in broken and "collecting tests/test_a.py" in broken, broken
         a.write_text("def double(x):\n    return 2 * x\n")
         assert "✓ 4 passed" in w.wait_status(8) and "all tests (pkg/a.py changed)" in w.statuses()[7]
     assert w.code == 0
@@ -184,6 +186,8 @@ def test_a_failing_example_shows_its_fix_once(example):
         assert "✗ 4 failed, 8 passed" in first and "all tests" in first, first
         w.wait_for("Nothing was written")  # the fix is shown, not applied
         assert "✓ Verified fix" in w.text and "-        return self.width * self.width" in w.text
+        # the failing tests and suspects are printed as soon as known, before the search starts
+        assert w.text.index("Suspicious lines") < w.text.index("searching for a fix") < w.text.index("✓ Verified fix")
         report_py.write_text(report_py.read_text() + "\n# a comment\n")
         second = w.wait_status(2)
         assert "✗ 2 failed, 2 passed" in second and "4 tests affected by src/shapes/report.py" in second
@@ -294,6 +298,43 @@ def test_command_line_edit_during_search_then_ctrl_c(example, tmp_path):
     assert "Traceback" not in text and "KeyboardInterrupt" not in text, text
     assert stats.read_text() == mine
     assert pytest_in(project).returncode == 0
+
+
+def test_command_line_json_lines_with_k(example, tmp_path):
+    """`frognano watch --json -k EXPR`: one JSON object per run on stdout, people's lines on stderr."""
+    project = example("calc")
+    stats = project / "calc" / "stats.py"
+    out, err = tmp_path / "out.jsonl", tmp_path / "err.txt"
+    with open(out, "wb") as fo, open(err, "wb") as fe:
+        proc = subprocess.Popen([sys.executable, "-m", "frognano", "watch", str(project), "--json", "-k", "adult"],
+                                stdout=fo, stderr=fe, env={**os.environ, "COLUMNS": "80"}, start_new_session=True)
+    try:
+        def records(n: int, timeout: float = 60) -> list[dict]:
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                lines = out.read_text(encoding="utf-8").splitlines()
+                if len(lines) >= n:
+                    return [json.loads(ln) for ln in lines]
+                assert proc.poll() is None, err.read_text()
+                time.sleep(0.02)
+            raise AssertionError(f"timed out waiting for {n} records:\n{out.read_text()}\n{err.read_text()}")
+
+        (first,) = records(1)
+        assert first["status"] == "fixed" and first["failing"] == ["tests/test_stats.py::test_is_adult[18-True]"]
+        assert first["failures"][0]["message"] == "AssertionError: assert False is True"
+        assert first["fix"]["verified"]["pass_to_pass"] == 2  # only the -k selection: test_is_adult's 3
+        assert first["reason"] == "all tests"
+        stats.write_text(stats.read_text().replace("return age > 18", "return age >= 18"))
+        second = records(2)[1]
+        assert second["status"] == "passing" and second["ran"] == second["passed"] == 3, second
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert len(out.read_text(encoding="utf-8").splitlines()) == 2  # JSON lines only on stdout
+    assert "watching" in err.read_text(encoding="utf-8")
 
 
 def test_a_path_without_tests_exits_2_with_one_line(make_project, tmp_path):

@@ -176,6 +176,75 @@ vim.fn.writefile({ vim.json.encode({ exited = exited }) }, vim.env.FROGNANO_TEST
 vim.cmd("qa!")
 """
 
+# setup() as a user calls it: no cmd, so the plugin looks for `frognano` itself.  Records the
+# notifications and whether a client started; the fake executable found (if any) records its
+# arguments and exits.
+LOOKUP_LUA = r"""
+local notes = {}
+vim.notify = function(msg, level) notes[#notes + 1] = { msg = msg, level = level } end
+local python, server_path = vim.env.FROGNANO_TEST_PYTHON_SETTING, vim.env.FROGNANO_TEST_SERVER_PATH
+if python or server_path then
+  require("frognano").setup({ server_path = server_path, settings = { python = python } })
+else
+  require("frognano").setup()
+end
+local exited
+vim.lsp.config("frognano", { on_exit = function(code) exited = code end })
+for _, name in ipairs({ "mod.py", "other.py" }) do
+  vim.cmd.edit(vim.fs.joinpath(vim.env.FROGNANO_TEST_ROOT, name))
+  vim.wait(300)
+end
+vim.wait(5000, function() return exited ~= nil end, 10)
+vim.fn.writefile({ vim.json.encode({ exited = exited or vim.NIL, notes = notes,
+  clients = #vim.lsp.get_clients({ name = "frognano" }) }) }, vim.env.FROGNANO_TEST_RESULT)
+vim.cmd("qa!")
+"""
+
+# The README's plain `require("frognano").setup()` against the real server: the empty settings
+# go out as JSON objects (not as `[]`), the server warns about nothing, opening a file shows
+# its failures without a save, and a setting changed later applies.
+BARE_SETUP_LUA = r"""
+local frog = require("frognano")
+frog.setup()
+local r = { logs = {}, statuses = {} }
+vim.lsp.config("frognano", { handlers = { ["window/logMessage"] = function(_, params)
+  r.logs[#r.logs + 1] = params.message
+end } })
+vim.api.nvim_create_autocmd("User", { pattern = "FrogNanoStatus", callback = function(ev)
+  r.statuses[#r.statuses + 1] = ev.data
+end })
+local deadline = vim.uv.now() + tonumber(vim.env.FROGNANO_TEST_BUDGET_MS)
+local function wait(cond) vim.wait(math.max(0, deadline - vim.uv.now()), cond, 50); return cond() end
+local function errors()
+  local out = {}
+  for _, d in ipairs(vim.diagnostic.get(nil, { severity = vim.diagnostic.severity.ERROR })) do
+    if d.source == "frognano" then
+      out[#out + 1] = { file = vim.fs.relpath(vim.env.FROGNANO_TEST_ROOT, vim.api.nvim_buf_get_name(d.bufnr)), line = d.lnum + 1 }
+    end
+  end
+  return out
+end
+local ok, err = xpcall(function()
+  vim.cmd.edit(vim.fs.joinpath(vim.env.FROGNANO_TEST_ROOT, "calc", "stats.py"))
+  local buf = vim.api.nvim_get_current_buf()
+  assert(wait(function() return frog.client(buf) ~= nil end), "never attached")
+  local client = frog.client(buf)
+  r.server = frog.find_server(client.root_dir)
+  r.settings_json = vim.json.encode(client.settings)
+  r.init_options_json = vim.json.encode(client.config.init_options)
+  assert(wait(function() return #errors() > 0 end), "no ERROR diagnostics after opening (no save)")
+  r.errors = errors()
+  r.modified = vim.bo[buf].modified
+  vim.cmd("FrogNanoAutoFix suggest")
+  assert(wait(function() local s = r.statuses[#r.statuses]; return s and s.autoFix == "suggest" end),
+    "autoFix suggest never reached the server's status")
+end, debug.traceback)
+r.ok, r.error = ok, (not ok) and tostring(err) or nil
+r.messages = vim.api.nvim_exec2("messages", { output = true }).output
+vim.fn.writefile({ vim.json.encode(r) }, vim.env.FROGNANO_TEST_RESULT)
+vim.cmd("qa!")
+"""
+
 FLOW_LUA = r"""
 local root = vim.env.FROGNANO_TEST_ROOT
 local deadline = vim.uv.now() + tonumber(vim.env.FROGNANO_TEST_BUDGET_MS)
@@ -410,6 +479,95 @@ def test_default_cmd_prefers_project_venv(tmp_path):
                   init_lua=BARE_INIT_LUA)
     assert r["exited"] == 3
     assert argv.read_text().strip() == "serve"
+
+
+def _plugin_checkout(tmp_path: Path) -> Path:
+    """A FrogNano 'clone' holding only the plugin, without a .venv: the lookup's checkout
+    candidate is then under the test's control (this repository's own .venv has frognano)."""
+    clone = tmp_path / "clone"
+    shutil.copytree(PLUGIN, clone / "editors" / "nvim")
+    return clone
+
+
+def _fake_server(path: Path, argv: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f'#!/bin/sh\necho "$@" > {argv}\nexit 3\n')
+    path.chmod(0o755)
+
+
+def _lookup_env(tmp_path: Path, root: Path, clone: Path, **extra: str) -> dict[str, str]:
+    env = {"FROGNANO_TEST_ROOT": str(root), "FROGNANO_NVIM_PLUGIN": str(clone / "editors" / "nvim"),
+           "PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home"), "VIRTUAL_ENV": str(tmp_path / "active"),
+           **extra}
+    (tmp_path / "home").mkdir(exist_ok=True)
+    return env
+
+
+def test_missing_server_is_reported_once_with_the_places_looked_in(tmp_path):
+    root = _python_project(tmp_path)
+    (root / "other.py").write_text("y = 1\n")
+    clone = _plugin_checkout(tmp_path)
+    env = _lookup_env(tmp_path, root, clone, FROGNANO_TEST_PYTHON_SETTING=str(tmp_path / "py" / "bin" / "python"))
+    r = _run_nvim(tmp_path, LOOKUP_LUA, env, timeout=30, init_lua=BARE_INIT_LUA)
+    assert r["clients"] == 0 and r["exited"] is None  # nothing started, nothing crashed
+    assert len(r["notes"]) == 1, r["notes"]  # two Python buffers opened, one notification
+    (note,) = r["notes"]
+    assert note["level"] == 4  # vim.log.levels.ERROR
+    places = [root / ".venv/bin/frognano", root / "venv/bin/frognano", tmp_path / "py/bin/frognano",
+              tmp_path / "active/bin/frognano", clone / ".venv/bin/frognano", tmp_path / "home/.local/bin/frognano"]
+    for place in places:
+        assert str(place) in note["msg"], (place, note["msg"])
+    assert "$PATH" in note["msg"] and "server_path" in note["msg"]
+
+
+@pytest.mark.parametrize("place", ["server_path", "checkout", "python setting", "pyproject python", "virtualenv",
+                                   "user bin"])
+def test_server_found_where_the_readme_installs_it(tmp_path, place):
+    root = _python_project(tmp_path)
+    (root / "other.py").write_text("y = 1\n")
+    clone = _plugin_checkout(tmp_path)
+    extra = {}
+    exe = {"server_path": tmp_path / "tools/frognano-venv/bin/frognano",
+           "checkout": clone / ".venv/bin/frognano",  # the README: a venv in the FrogNano clone
+           "python setting": tmp_path / "py/bin/frognano",
+           "pyproject python": root / "tools/bin/frognano",
+           "virtualenv": tmp_path / "active/bin/frognano",
+           "user bin": tmp_path / "home/.local/bin/frognano"}[place]
+    if place == "server_path":
+        extra["FROGNANO_TEST_SERVER_PATH"] = "~/../tools/frognano-venv/bin/frognano"  # ~ is $HOME, tmp/home
+    if place == "python setting":
+        extra["FROGNANO_TEST_PYTHON_SETTING"] = str(tmp_path / "py/bin/python")
+    if place == "pyproject python":
+        (root / "pyproject.toml").write_text('[project]\nname = "proj"\n\n[tool.frognano]\npython = "tools/bin/python"\n')
+    argv = tmp_path / "argv.txt"
+    _fake_server(exe, argv)
+    r = _run_nvim(tmp_path, LOOKUP_LUA, _lookup_env(tmp_path, root, clone, **extra), timeout=30,
+                  init_lua=BARE_INIT_LUA)
+    assert r["exited"] == 3, r
+    assert argv.read_text().strip() == "serve"
+    assert not [n for n in r["notes"] if "cannot find" in n["msg"]], r["notes"]  # (the fake's exit is noted)
+
+
+def test_bare_setup_sends_objects_and_shows_failures_on_open(tmp_path):
+    """`require("frognano").setup()` with no options, the server found in the active virtualenv."""
+    venv = Path(sys.executable).parent.parent
+    if not (venv / "bin" / "frognano").is_file():
+        pytest.skip("this interpreter's environment has no frognano executable (pip install -e .)")
+    project = tmp_path / "calc"
+    shutil.copytree(EXAMPLES / "calc", project, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
+    r = _run_nvim(tmp_path, BARE_SETUP_LUA, {
+        "FROGNANO_TEST_ROOT": str(project),
+        "FROGNANO_TEST_BUDGET_MS": "60000",
+        "FROGNANO_CACHE_DIR": str(tmp_path / "cache"),
+        "VIRTUAL_ENV": str(venv),
+    }, timeout=90, init_lua=BARE_INIT_LUA)
+    assert r["ok"], f"{r.get('error')}\n{json.dumps(r, indent=1)}"
+    assert r["server"] == str(venv / "bin" / "frognano")
+    assert r["settings_json"] == '{"frognano":{}}' and r["init_options_json"] == "{}"
+    assert not [m for m in r["logs"] if "unknown settings" in m], r["logs"]
+    assert {"file": "tests/test_stats.py", "line": 17} in r["errors"], r["errors"]
+    assert r["modified"] is False  # the diagnostics came from opening, not from a save
+    assert [s["autoFix"] for s in r["statuses"]][:1] == ["off"] and r["statuses"][-1]["autoFix"] == "suggest"
 
 
 @pytest.mark.slow

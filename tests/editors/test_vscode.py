@@ -153,7 +153,10 @@ def test_vsce_package(npm, node_modules, tmp_path):
                      "extension/LICENSE.txt", "extension/node_modules/vscode-languageclient/package.json",
                      "extension/node_modules/vscode-languageserver-protocol/package.json"):
         assert required in names, f"{required} missing from the .vsix"
-    leaked = [n for n in names if n.startswith(("extension/src/", "extension/test/", "extension/node_modules/typescript/",
+    # The checkout it was packaged from, where the README installs the server (serverPath.ts).
+    assert json.loads(zipfile.ZipFile(vsix).read("extension/out/checkout.json")) == {"checkout": str(REPO)}
+    leaked = [n for n in names if n.startswith(("extension/src/", "extension/test/", "extension/scripts/",
+                                                "extension/node_modules/typescript/",
                                                 "extension/node_modules/@vscode/vsce/", "extension/node_modules/@types/"))
               or n.endswith(".map")]
     assert not leaked, f"development files in the .vsix: {sorted(leaked)[:10]}"

@@ -11,7 +11,8 @@ from typing import Any, Union
 
 from lsprotocol import types
 from pygls.uris import from_fs_path
-from pytest_lsp import LanguageClient, client_capabilities, make_test_lsp_client
+from pytest_lsp import LanguageClient, client_capabilities
+from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, default_converter, register_lsp_features
 
 STATUS = "frognano/status"
 
@@ -29,8 +30,21 @@ def _plain(value: Any) -> Any:
 
 
 def make_client(accept_edits: bool = True) -> LanguageClient:
-    """The pytest-lsp test client, plus what FrogNano's clients handle: status, applyEdit."""
-    client = make_test_lsp_client()
+    """The pytest-lsp test client, plus what FrogNano's clients handle: status, applyEdit
+    (an accepted edit is written to the files, as an editor would), dynamic registrations; and
+    every publishDiagnostics kept whole (``published``), version included."""
+    features = dict(DEFAULT_CLIENT_FEATURES)
+
+    def on_publish(client: LanguageClient, params: types.PublishDiagnosticsParams) -> None:
+        client.diagnostics[params.uri] = params.diagnostics
+        client.published.append(params)  # type: ignore[attr-defined]
+
+    features[types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS] = on_publish
+    client = LanguageClient(converter_factory=default_converter)
+    register_lsp_features(client, features)
+    client.published = []  # type: ignore[attr-defined]
+    client.registrations = []  # type: ignore[attr-defined]
+    client.edit_root = None  # type: ignore[attr-defined]
     # lsprotocol reads any code action with a "command" key as a bare Command; tell them apart
     # the way editors do (a bare Command's "command" is a string).
     converter = client.protocol._converter
@@ -52,11 +66,14 @@ def make_client(accept_edits: bool = True) -> LanguageClient:
     def on_apply_edit(params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
         client.applied_edits.append(params)  # type: ignore[attr-defined]
         if client.accept_edits:  # type: ignore[attr-defined]
+            if client.edit_root is not None:  # type: ignore[attr-defined]
+                apply_workspace_edit(params.edit, client.edit_root)  # type: ignore[attr-defined]
             return types.ApplyWorkspaceEditResult(applied=True)
         return types.ApplyWorkspaceEditResult(applied=False, failure_reason="the test client refuses edits")
 
     @client.feature(types.CLIENT_REGISTER_CAPABILITY)
     def on_register(params: types.RegistrationParams) -> None:
+        client.registrations.extend(params.registrations)  # type: ignore[attr-defined]
         return None
 
     return client
@@ -67,6 +84,7 @@ async def serve(root: Path, init_options: dict | None = None, *, configuration: 
                 accept_edits: bool = True) -> AsyncIterator[LanguageClient]:
     """Start ``frognano serve`` for the project at ``root`` and initialise it like VS Code does."""
     client = make_client(accept_edits)
+    client.edit_root = root  # type: ignore[attr-defined]
     if configuration is not None:
         client.set_configuration(configuration, section="frognano")
     await client.start_io(sys.executable, "-m", "frognano", "serve")

@@ -20,7 +20,7 @@ import {
 
 import { listEpisodes } from './episodes';
 import { collectSettings, FrogNanoSettings, sectionValue } from './settings';
-import { resolveServer } from './serverPath';
+import { describeTried, resolveServer } from './serverPath';
 import { renderLifecycle, renderStatus, STATUS_NOTIFICATION, StatusParams, StatusView } from './status';
 
 const SECTION = 'frognano';
@@ -48,8 +48,10 @@ class FrogNano implements vscode.Disposable {
   private lastStatus: Partial<StatusParams> | undefined;
   private readonly warned = new Set<string>();
   private starting: Promise<void> | undefined;
+  /** Whether the user was already told that no `frognano` executable was found. */
+  private toldMissing = false;
 
-  constructor() {
+  constructor(private readonly extensionPath?: string) {
     this.output = vscode.window.createOutputChannel('FrogNano');
     this.status = vscode.window.createStatusBarItem('frognano.status', vscode.StatusBarAlignment.Left, 50);
     this.status.name = 'FrogNano';
@@ -107,6 +109,12 @@ class FrogNano implements vscode.Disposable {
   private onConfigurationChanged(event: vscode.ConfigurationChangeEvent): void {
     if (event.affectsConfiguration(`${SECTION}.serverPath`)) {
       this.output.appendLine('[client] frognano.serverPath changed: restarting the server');
+      void this.restart();
+      return;
+    }
+    if (!this.client && event.affectsConfiguration(`${SECTION}.python`)) {
+      // No server was found: the new interpreter's directory may hold one.
+      this.output.appendLine('[client] frognano.python changed: looking for the server again');
       void this.restart();
       return;
     }
@@ -239,17 +247,28 @@ class FrogNano implements vscode.Disposable {
     this.clearFallbacks();
     this.lastStatus = undefined;
     const folders = (vscode.workspace.workspaceFolders ?? []).filter((f) => f.uri.scheme === 'file').map((f) => f.uri.fsPath);
-    const setting = vscode.workspace.getConfiguration(SECTION, this.scopeFor()).get<string>('serverPath');
-    const server = resolveServer(setting, folders);
+    const config = vscode.workspace.getConfiguration(SECTION, this.scopeFor());
+    const setting = config.get<string>('serverPath');
+    const server = resolveServer(setting, folders, process.env, {
+      python: config.get<string>('python'),
+      extensionPath: this.extensionPath,
+    });
     if (!server.found) {
+      const places = describeTried(server.tried);
       const reason =
         server.source === 'setting'
           ? `frognano.serverPath is "${setting}", which is not an executable.`
-          : 'no `frognano` executable in the workspace .venv or on PATH.';
-      this.output.appendLine(`[client] cannot start the server: ${reason}`);
-      this.output.appendLine('[client] Install it (`python -m pip install frognano` in the project .venv) or set frognano.serverPath.');
+          : `no \`frognano\` executable found. Looked in: ${places.join('; ')}.`;
+      this.output.appendLine(`[client] cannot start the server: no executable frognano; looked in:`);
+      places.forEach((place) => this.output.appendLine(`[client]   ${place}`));
+      this.output.appendLine('[client] Install FrogNano in one of these (e.g. `pip install -e /path/to/frognano` in the project .venv) or set frognano.serverPath.');
       this.showLifecycle('stopped', `Cannot start the server: ${reason}`);
       this.registerFallbacks(SERVER_COMMANDS, reason);
+      // Once per session: restarts and settings changes that still find nothing only log it.
+      if (this.toldMissing) {
+        return;
+      }
+      this.toldMissing = true;
       void vscode.window
         .showErrorMessage(`FrogNano: cannot start the server: ${reason}`, 'Open Settings', 'Show Output')
         .then((choice) => {
@@ -349,7 +368,7 @@ class FrogNano implements vscode.Disposable {
 let frognano: FrogNano | undefined;
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
-  frognano = new FrogNano();
+  frognano = new FrogNano(context.extensionPath);
   context.subscriptions.push(frognano);
   await frognano.start();
 }

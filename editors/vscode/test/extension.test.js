@@ -172,3 +172,68 @@ test('commands an older server lacks get stand-ins', async () => {
   await w.extension.deactivate();
   w.cleanup();
 });
+
+/** Run `fn` with PATH empty, no active virtualenv and HOME at `home`: only the places the test makes exist. */
+async function isolatedEnv(home, fn) {
+  const saved = { PATH: process.env.PATH, VIRTUAL_ENV: process.env.VIRTUAL_ENV, HOME: process.env.HOME };
+  process.env.PATH = '';
+  delete process.env.VIRTUAL_ENV;
+  process.env.HOME = home;
+  try {
+    await fn();
+  } finally {
+    for (const [key, value] of Object.entries(saved)) {
+      if (value === undefined) delete process.env[key];
+      else process.env[key] = value;
+    }
+  }
+}
+
+test('no server anywhere: one notification naming every place looked in, then only the output', { skip: process.platform === 'win32' }, async () => {
+  const w = world({ venvServer: false, userSettings: { python: '/opt/py/bin/python' } });
+  const home = path.join(w.tmp, 'home');
+  const extensionPath = path.join(w.tmp, 'frognano', 'editors', 'vscode');
+  await isolatedEnv(home, async () => {
+    await w.extension.activate({ subscriptions: [], extensionPath });
+    assert.equal(w.clients.length, 0);
+    assert.equal(w.errors.length, 1);
+    for (const place of [`${w.folder}/.venv/bin/frognano`, `${w.folder}/venv/bin/frognano`, '/opt/py/bin/frognano',
+      'frognano on PATH', `${w.tmp}/frognano/.venv/bin/frognano`, `${home}/.local/bin/frognano`]) {
+      assert.ok(w.errors[0].includes(place), `${place} not in: ${w.errors[0]}`);
+    }
+    assert.equal(w.statusItem.text, '$(warning) FrogNano: stopped');
+    // A restart that still finds nothing logs it again but does not notify again.
+    await w.commands.get('frognano.restartServer')();
+    assert.equal(w.errors.length, 1);
+    assert.equal(w.clients.length, 0);
+
+    // The interpreter setting changes to one with frognano beside it: found, started.
+    const exe = path.join(w.tmp, 'py', 'bin', 'frognano');
+    fs.mkdirSync(path.dirname(exe), { recursive: true });
+    fs.writeFileSync(exe, '#!/bin/sh\n', { mode: 0o755 });
+    w.user.python = path.join(w.tmp, 'py', 'bin', 'python');
+    w.fireConfig(['frognano', 'frognano.python']);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.equal(w.clients.length, 1);
+    assert.equal(w.clients[0].serverOptions.command, exe);
+    assert.equal(w.errors.length, 1);
+  });
+  await w.extension.deactivate();
+  w.cleanup();
+});
+
+test('the server in the FrogNano checkout the extension runs from (the README install)', { skip: process.platform === 'win32' }, async () => {
+  const w = world({ venvServer: false });
+  const clone = path.join(w.tmp, 'frognano');
+  const exe = path.join(clone, '.venv', 'bin', 'frognano');
+  fs.mkdirSync(path.dirname(exe), { recursive: true });
+  fs.writeFileSync(exe, '#!/bin/sh\n', { mode: 0o755 });
+  await isolatedEnv(path.join(w.tmp, 'home'), async () => {
+    await w.extension.activate({ subscriptions: [], extensionPath: path.join(clone, 'editors', 'vscode') });
+  });
+  assert.equal(w.clients.length, 1);
+  assert.equal(w.clients[0].serverOptions.command, exe);
+  assert.deepEqual(w.errors, []);
+  await w.extension.deactivate();
+  w.cleanup();
+});

@@ -580,6 +580,22 @@ async function finish() {
   // Information diagnostics (suspicious lines) may be withdrawn a moment later: give them 5 s.
   const settled = Date.now() + 5000;
   while (frognanoDiagnostics().length && Date.now() < settled) await nap(250);
+  // The server re-runs the tests as soon as a fix is applied, and the save that follows runs
+  // them once more: wait until it is quiet (no status for a second, none running or fixing),
+  // so that the summary's last status is the server's last word.
+  const quietBy = Date.now() + opts.timeouts.clear * 1000;
+  let seen = summary.statuses.length;
+  let since = Date.now();
+  while (Date.now() < quietBy) {
+    await nap(200);
+    if (summary.statuses.length !== seen) {
+      seen = summary.statuses.length;
+      since = Date.now();
+      continue;
+    }
+    const last = /** @type {{state?: string} | undefined} */ (summary.statuses[summary.statuses.length - 1]);
+    if (Date.now() - since >= 1000 && !['running', 'fixing'].includes(last?.state ?? '')) break;
+  }
   summary.finalDiagnostics = frognanoDiagnostics().map(describe);
 
   summary.phase = 'shutdown';

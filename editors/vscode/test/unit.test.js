@@ -91,12 +91,71 @@ test('server path: explicit setting, then workspace .venv, then PATH', { skip: p
   const pathExe = path.join(bin, 'frognano');
   for (const exe of [venvExe, pathExe]) fs.writeFileSync(exe, '#!/bin/sh\n', { mode: 0o755 });
   const env = { PATH: bin };
-  assert.deepEqual(resolveServer('frognano', [folder], env), { command: venvExe, source: 'workspace .venv', found: true });
-  assert.deepEqual(resolveServer(undefined, [path.join(tmp, 'other')], env), { command: pathExe, source: 'PATH', found: true });
-  assert.deepEqual(resolveServer('frognano', [], { PATH: '' }), { command: 'frognano', source: 'PATH', found: false });
-  assert.deepEqual(resolveServer('${workspaceFolder}/.venv/bin/frognano', [folder], env), { command: venvExe, source: 'setting', found: true });
-  assert.deepEqual(resolveServer('.venv/bin/frognano', [folder], env), { command: venvExe, source: 'setting', found: true });
-  assert.equal(resolveServer('/nowhere/frognano', [folder], env).found, false);
+  const home = { home: path.join(tmp, 'home') };
+  const pick = (r) => ({ command: r.command, source: r.source, found: r.found });
+  assert.deepEqual(pick(resolveServer('frognano', [folder], env, home)), { command: venvExe, source: 'workspace .venv', found: true });
+  assert.deepEqual(pick(resolveServer(undefined, [path.join(tmp, 'other')], env, home)), { command: pathExe, source: 'PATH', found: true });
+  assert.deepEqual(pick(resolveServer('frognano', [], { PATH: '' }, home)), { command: 'frognano', source: 'PATH', found: false });
+  assert.deepEqual(pick(resolveServer('${workspaceFolder}/.venv/bin/frognano', [folder], env)), { command: venvExe, source: 'setting', found: true });
+  assert.deepEqual(pick(resolveServer('.venv/bin/frognano', [folder], env)), { command: venvExe, source: 'setting', found: true });
+  const missing = resolveServer('/nowhere/frognano', [folder], env);
+  assert.equal(missing.found, false);
+  assert.deepEqual(missing.tried, [{ source: 'setting', path: '/nowhere/frognano' }]);  // an explicit path is the only place
+  fs.rmSync(tmp, { recursive: true, force: true });
+});
+
+test('server path: where the README installs it, and every place tried when it is nowhere', { skip: process.platform === 'win32' }, () => {
+  const { describeTried, extensionCheckout, pyprojectPython } = require('../out/serverPath');
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'frognano-vscode-'));
+  const folder = path.join(tmp, 'proj');
+  fs.mkdirSync(folder);
+  const clone = path.join(tmp, 'frognano');
+  const extensionPath = path.join(clone, 'editors', 'vscode');
+  const home = path.join(tmp, 'home');
+  const context = { home, extensionPath, python: path.join(tmp, 'py', 'bin', 'python') };
+  const env = { PATH: '', VIRTUAL_ENV: path.join(tmp, 'active') };
+  const exe = (p) => {
+    fs.mkdirSync(path.dirname(p), { recursive: true });
+    fs.writeFileSync(p, '#!/bin/sh\n', { mode: 0o755 });
+    return p;
+  };
+
+  // Nowhere: every place is named, in order.
+  const none = resolveServer(undefined, [folder], env, context);
+  assert.equal(none.found, false);
+  assert.deepEqual(none.tried.map((c) => c.source),
+    ['workspace .venv', 'workspace venv', 'python setting', 'active virtualenv', 'PATH', 'FrogNano checkout', '~/.local/bin']);
+  assert.deepEqual(describeTried(none.tried), [
+    `${folder}/.venv/bin/frognano (workspace .venv)`, `${folder}/venv/bin/frognano (workspace venv)`,
+    `${tmp}/py/bin/frognano (python setting)`, `${tmp}/active/bin/frognano (active virtualenv)`, 'frognano on PATH',
+    `${clone}/.venv/bin/frognano (FrogNano checkout)`, `${home}/.local/bin/frognano (~/.local/bin)`]);
+
+  // Each place alone finds it (the last ones first, so that earlier ones do not shadow them).
+  for (const [source, file] of [['~/.local/bin', `${home}/.local/bin/frognano`], ['FrogNano checkout', `${clone}/.venv/bin/frognano`],
+    ['active virtualenv', `${tmp}/active/bin/frognano`], ['python setting', `${tmp}/py/bin/frognano`], ['workspace venv', `${folder}/venv/bin/frognano`]]) {
+    exe(file);
+    const found = resolveServer(undefined, [folder], env, context);
+    assert.deepEqual([found.found, found.source, found.command], [true, source, file]);
+  }
+
+  // The interpreter named in [tool.frognano] when the setting is empty, relative to the folder.
+  fs.writeFileSync(path.join(folder, 'pyproject.toml'), '[project]\nname = "p"\n\n[tool.frognano]\ntimeout = 5\npython = "tools/bin/python"\n');
+  assert.equal(pyprojectPython(folder), 'tools/bin/python');
+  const tools = exe(path.join(folder, 'tools', 'bin', 'frognano'));
+  fs.rmSync(path.join(folder, 'venv'), { recursive: true });
+  const fromPyproject = resolveServer(undefined, [folder], env, { home });
+  assert.deepEqual([fromPyproject.source, fromPyproject.command], ['python setting', tools]);
+
+  assert.equal(extensionCheckout(extensionPath), clone);
+  const installed = path.join(home, '.vscode', 'extensions', 'frognano.frognano-0.1.0');
+  assert.equal(extensionCheckout(installed), undefined);
+  // A .vsix packaged from the clone records it (scripts/record-checkout.js): found from afar.
+  fs.mkdirSync(path.join(installed, 'out'), { recursive: true });
+  fs.writeFileSync(path.join(installed, 'out', 'checkout.json'), JSON.stringify({ checkout: clone }));
+  assert.equal(extensionCheckout(installed), clone);
+  fs.rmSync(path.join(folder, 'tools'), { recursive: true });
+  const fromVsix = resolveServer(undefined, [folder], { PATH: '' }, { home, extensionPath: installed });
+  assert.deepEqual([fromVsix.source, fromVsix.command], ['FrogNano checkout', `${clone}/.venv/bin/frognano`]);
   fs.rmSync(tmp, { recursive: true, force: true });
 });
 

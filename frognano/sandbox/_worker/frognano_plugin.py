@@ -17,11 +17,13 @@ Records (one JSON object a line, ``kind`` first):
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
 import sys
 import threading
+import time
 import traceback
 
 import pytest
@@ -48,6 +50,11 @@ class LineTracer:
         self._locals: dict[str, object] = {}  # relpath -> its per-line hook
         self.lines: dict[str, set[int]] = {}
         self.last: tuple[str, int] | None = None
+        self.fresh = 0.0  # monotonic time of the first run of the latest line not run before
+        # An fd, or None: each line a test runs for the first time is also written there at
+        # once (emptied at each test's start), so a test killed in C code, which never reports,
+        # still names the lines it ran (``results.unfinished_lines``).  A syscall per new line.
+        self.sink: int | None = None
 
     def _relpath(self, filename: str) -> str | None:
         rel = self._files.get(filename, "")
@@ -73,13 +80,21 @@ class LineTracer:
         audit event ``object.__getattr__``, and once the sandbox's audit hook is installed a
         read per line tripled the cost of a coverage run (more-itertools: 11 s -> 22 s)."""
         is_test = self._is_test[rel]
+        record = f"{int(is_test)}\t{rel}\t".encode()
+        get_ident, main = threading.get_ident, threading.main_thread().ident
 
         def local(frame, event, arg):  # noqa: ANN001
             if event == "line":
                 lines = self.lines.get(rel)
                 if lines is None:
                     lines = self.lines[rel] = set()
-                lines.add(frame.f_lineno)
+                if frame.f_lineno not in lines:
+                    lines.add(frame.f_lineno)
+                    self.fresh = time.monotonic()
+                    # The test's own thread only: a syscall in a thread the test races with
+                    # changed who won (more-itertools' callback_iter test failed 3 runs in 3).
+                    if self.sink is not None and get_ident() == main:
+                        os.write(self.sink, record + b"%d\n" % frame.f_lineno)
                 if not is_test:
                     self.last = (rel, frame.f_lineno)
             return local
@@ -89,6 +104,9 @@ class LineTracer:
     def start(self) -> None:
         self.lines = {}
         self.last = None
+        self.fresh = time.monotonic()
+        if self.sink is not None:
+            os.ftruncate(self.sink, 0)
         threading.settrace(self._global)
         sys.settrace(self._global)
 
@@ -173,20 +191,28 @@ class FrogNanoPlugin:
         stop_on_timeout: bool = False,
         max_output: int = 4000,
         output=None,  # noqa: ANN001 - a frognano_output.BoundedOutput, or None: pytest's capture
+        stall: dict | None = None,
     ) -> None:
         self.root = os.path.realpath(root)
         self.reverse = reverse
         self.retarget(out_path, timeout=timeout, timeouts=timeouts, coverage=coverage,
-                      stop_on_timeout=stop_on_timeout, max_output=max_output, output=output)
+                      stop_on_timeout=stop_on_timeout, max_output=max_output, output=output, stall=stall)
         self._phase: dict[str, dict] = {}
         self._timed_out = False
         self._conftests: dict[str, tuple[str, str]] = {}  # collector nodeid -> its failed conftest
 
     def retarget(self, out_path: str, *, timeout: float | None = None, timeouts: dict[str, float] | None = None,
                  coverage: bool | str = False, stop_on_timeout: bool = False, max_output: int = 4000,
-                 output=None) -> None:  # noqa: ANN001
+                 output=None, stall: dict | None = None) -> None:  # noqa: ANN001
         """Where and how this plugin reports from now on (a warm session's run reuses the
-        plugin the session registered: registering a new one costs more than the tests)."""
+        plugin the session registered: registering a new one costs more than the tests).
+
+        ``stall`` (``{"after": s, "factor": f}``, line coverage only; it marks a diagnosis run,
+        whose new lines are also recorded as they run: see ``LineTracer.sink``) stops, before its timeout,
+        a test that has run no line it had not run before for ``max(s, f x the slowest test
+        that passed so far in this run)`` seconds while keeping the CPU busy (``BUSY``): it
+        goes round a loop it will likely never leave.  A diagnosis run then learns of an endless
+        loop in seconds, with its lines."""
         self.output = output
         self.out = open(out_path, "a", encoding="utf-8")  # noqa: SIM115 - lives for the run
         self.timeout = timeout
@@ -196,6 +222,16 @@ class FrogNanoPlugin:
         self.tracer = tracer(self.root) if coverage else None
         self.stop_on_timeout = stop_on_timeout
         self.max_output = max_output
+        line_traced = self.tracer is not None and not isinstance(self.tracer, FunctionTracer)
+        self.stall = stall if stall and line_traced and stall.get("after") else None
+        if getattr(self, "_sink", None) is not None:
+            os.close(self._sink)  # the previous run's (a warm session's plugin is retargeted)
+        self._sink = None
+        if stall and line_traced:  # a diagnosis run: a test killed in C must still name its lines
+            self._sink = self.tracer.sink = os.open(out_path + ".lines", os.O_WRONLY | os.O_APPEND | os.O_CREAT
+                                                    | os.O_TRUNC, 0o600)
+        self._slowest = 0.0  # the slowest test that passed in this run, seconds
+        self._stalls = 0  # tests of this run stopped as stalled
 
     # -- output ---------------------------------------------------------------------------
     def emit(self, kind: str, **fields) -> None:
@@ -284,7 +320,42 @@ class FrogNanoPlugin:
         if faulthandler.is_enabled():  # a crash's traceback goes to the log, not through the pipe
             faulthandler.enable(file=self.output.log_fd, all_threads=True)
 
+    def _stall_bound(self) -> float:
+        assert self.stall is not None
+        after = float(self.stall["after"])
+        if self._stalls:
+            # The code under test loops, and the first test caught in it named its lines: the
+            # tests after it that enter the same loop need not each cost the whole wait.
+            after /= 5
+        return max(after, float(self.stall.get("factor", 0)) * self._slowest)
+
+    # A stalled test spends at least this share of the wall-clock time on the CPU: one that
+    # sleeps, or waits for a subprocess, a socket or a thread, is waiting, not looping, and
+    # gets its whole timeout.  (A fifth, since a loop on a loaded machine gets less than a core.)
+    BUSY = 0.2
+
     def _on_alarm(self, signum, frame):  # noqa: ANN001
+        now, cpu = time.monotonic(), time.process_time()
+        left = self._limit - (now - self._started)
+        if self._stall_at is not None and left > 0:
+            fresh = self.tracer.fresh
+            idle = now - fresh
+            # A loop that never ends ran all its lines at once and then went round them; a long
+            # computation reaches new lines late (its next phase: 3.5 s into a 7 s test of
+            # more-itertools, under coverage on a loaded machine).  So the quiet time asked
+            # for grows with how late the last new line came.
+            need = max(self._stall_at, float(self.stall.get("factor", 0)) * (fresh - self._started))
+            if idle < need:  # it still reaches new lines: look again when it could stall
+                self._window = (now, cpu)
+                signal.setitimer(signal.ITIMER_REAL, max(0.01, min(need - idle, left)))
+                return
+            since, cpu_since = self._window
+            if cpu - cpu_since < self.BUSY * (now - since):  # waiting: look again in a while
+                self._window = (now, cpu)
+                signal.setitimer(signal.ITIMER_REAL, max(0.01, min(1.0, left)))
+                return
+            self._stalled = idle
+            self._stalls += 1
         self._timed_out = True
         raise _Timeout("test exceeded its time limit")
 
@@ -297,11 +368,17 @@ class FrogNanoPlugin:
         self._phase[nodeid] = {"outcome": "passed", "duration": 0.0, "message": "", "frames": [],
                                "stdout": "", "stderr": ""}
         self._timed_out = False
+        self._stalled: float | None = None
         limit = self.timeouts.get(nodeid, self.timeout)
+        self._limit, self._started = limit or 0.0, time.monotonic()
+        self._window = (self._started, time.process_time())  # (wall, CPU) when last looked at
+        self._stall_at = self._stall_bound() if self.stall is not None and limit else None
+        if self._stall_at is not None and self._stall_at >= limit:
+            self._stall_at = None  # the timeout comes first
         previous = None
         if limit and threading.current_thread() is threading.main_thread():
             previous = signal.signal(signal.SIGALRM, self._on_alarm)
-            signal.setitimer(signal.ITIMER_REAL, limit)
+            signal.setitimer(signal.ITIMER_REAL, self._stall_at or limit)
         if self.tracer is not None:
             self.tracer.start()
         try:
@@ -315,8 +392,21 @@ class FrogNanoPlugin:
             if self._timed_out:
                 record["outcome"] = "timeout"
                 record["message"] = f"Timeout: the test ran longer than {limit:g} s"
+                if self._stalled is not None:
+                    record["message"] = (f"Timeout: the test ran {self._stalled:.1f} s without reaching a line "
+                                         f"it had not run before (an endless loop?), stopped before its "
+                                         f"{limit:g} s timeout")
                 if self.stop_on_timeout:  # pytest stops after this test (its teardown still runs)
                     item.session.shouldstop = f"{nodeid} timed out"
+                # pytest keeps a failed test's traceback (and so the loop's locals: a list grown
+                # for seconds) in sys.last_* until the next test's call, which then pays for
+                # freeing it: 0.17 s of a 1 ms test, inflating the bounds learnt from it.
+                for name in ("last_type", "last_value", "last_traceback", "last_exc"):
+                    if hasattr(sys, name):
+                        delattr(sys, name)
+                gc.collect()  # and the frames' reference cycles, now rather than in the next test
+            elif record["outcome"] == "passed":
+                self._slowest = max(self._slowest, record["duration"])
             if coverage is not None:
                 record["coverage"] = coverage
                 record["last"] = list(self.tracer.last) if self.tracer.last else None

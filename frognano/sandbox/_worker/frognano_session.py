@@ -204,7 +204,7 @@ def _retarget(plugin, req: dict):  # noqa: ANN001, ANN202
     output = BoundedOutput(limit=4 * int(req.get("max_output", 4000)))
     plugin.retarget(req["results"], timeout=req.get("timeout"), timeouts=req.get("timeouts"),
                     coverage=req.get("coverage") or False, stop_on_timeout=bool(req.get("stop_on_timeout")),
-                    max_output=int(req.get("max_output", 4000)), output=output)
+                    max_output=int(req.get("max_output", 4000)), output=output, stall=req.get("stall"))
     return output
 
 

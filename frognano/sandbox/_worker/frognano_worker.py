@@ -169,6 +169,7 @@ def prepare_run(req: dict):  # noqa: ANN201 - (args, plugin, output), or None: m
         stop_on_timeout=bool(req.get("stop_on_timeout")),
         max_output=int(req.get("max_output", 4000)),
         output=output,
+        stall=req.get("stall"),
     )
     user_args = [str(a) for a in req.get("args", [])]
     args = [

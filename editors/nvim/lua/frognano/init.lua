@@ -12,8 +12,11 @@ local VERIFIED_FIX = "verifiedFix"
 
 --- Defaults; `setup(opts)` deep-merges `opts` into a copy of these.
 M.defaults = {
-  --- nil: `<root>/.venv/bin/frognano serve` when that exists, else `frognano serve`.
+  --- The whole server command (a list, or a `vim.lsp.rpc` function); nil: `<frognano> serve`,
+  --- with the executable found by `M.find_server`.
   cmd = nil,
+  --- The `frognano` executable (`~` expanded, relative to the project root); nil: look for it.
+  server_path = nil,
   filetypes = { "python" },
   root_markers = { "pyproject.toml", "setup.py", "setup.cfg", ".git" },
   --- The `frognano` settings section: model, testArgs, timeout, maxCandidates, maxPairs,
@@ -39,16 +42,134 @@ function M.client(bufnr)
   return vim.lsp.get_clients({ bufnr = bufnr or 0, name = NAME })[1]
 end
 
---- The default command: prefer the project's own virtualenv, so the server runs the project's
---- pytest and imports.
-local function default_cmd(dispatchers, config)
-  local exe = "frognano"
-  if config.root_dir then
-    local local_exe = vim.fs.joinpath(config.root_dir, ".venv", "bin", "frognano")
-    if vim.fn.executable(local_exe) == 1 then
-      exe = local_exe
+local is_win = vim.fn.has("win32") == 1
+local EXE = is_win and "frognano.exe" or "frognano"
+
+--- `frognano` in the virtualenv at `venv`.
+local function venv_exe(venv)
+  return vim.fs.joinpath(venv, is_win and "Scripts" or "bin", EXE)
+end
+
+--- `path` made absolute against `root` (after expanding `~`).
+local function absolute(path, root)
+  path = vim.fs.normalize(path)
+  if root and not vim.startswith(path, "/") and not path:match("^%a:[/\\]") then
+    path = vim.fs.joinpath(root, path)
+  end
+  return path
+end
+
+--- `python = "..."` from `[tool.frognano]` of `<root>/pyproject.toml` (a line scan, not TOML).
+local function pyproject_python(root)
+  local ok, lines = pcall(vim.fn.readfile, vim.fs.joinpath(root, "pyproject.toml"))
+  if not ok then
+    return nil
+  end
+  local in_table = false
+  for _, line in ipairs(lines) do
+    local header = line:match("^%s*%[([^%]]+)%]")
+    if header then
+      in_table = vim.trim(header) == "tool.frognano"
+    elseif in_table then
+      local value = line:match([=[^%s*python%s*=%s*["']([^"']+)["']]=])
+      if value then
+        return value
+      end
     end
   end
+end
+
+--- The FrogNano checkout this plugin is loaded from (the README installs the server in its
+--- `.venv`), or nil when the plugin lives elsewhere.
+local function plugin_checkout()
+  local source = debug.getinfo(1, "S").source:gsub("^@", "")
+  return vim.fs.normalize(vim.fn.fnamemodify(source, ":p")):match("^(.*)/editors/nvim/lua/frognano/init%.lua$")
+end
+
+--- Where `frognano` is looked for, in order: `{place, path}` pairs.  `server_path` alone when
+--- set; else the project's virtualenv (its pytest and imports), the interpreter the `python`
+--- setting names (its console scripts sit beside it), the active virtualenv, PATH, the
+--- FrogNano checkout of this plugin, and pip's `--user` directory.
+function M.server_candidates(root, settings)
+  settings = settings or M.config.settings
+  if M.config.server_path then
+    return { { "server_path", absolute(M.config.server_path, root) } }
+  end
+  local out = {}
+  local function add(place, path)
+    if path and path ~= "" then
+      out[#out + 1] = { place, path }
+    end
+  end
+  if root then
+    add("the project's .venv", venv_exe(vim.fs.joinpath(root, ".venv")))
+    add("the project's venv", venv_exe(vim.fs.joinpath(root, "venv")))
+  end
+  local python = type(settings) == "table" and settings.python or nil
+  if type(python) ~= "string" or python == "" then
+    python = root and pyproject_python(root)
+  end
+  if python then
+    add("beside the python setting", vim.fs.joinpath(vim.fs.dirname(absolute(python, root)), EXE))
+  end
+  if vim.env.VIRTUAL_ENV then
+    add("the active virtualenv ($VIRTUAL_ENV)", venv_exe(vim.env.VIRTUAL_ENV))
+  end
+  add("$PATH", vim.fn.exepath("frognano") ~= "" and vim.fn.exepath("frognano") or "frognano")
+  local checkout = plugin_checkout()
+  if checkout then
+    add("the FrogNano checkout of this plugin", venv_exe(vim.fs.joinpath(checkout, ".venv")))
+  end
+  add("~/.local/bin", vim.fs.joinpath(vim.fs.normalize("~"), ".local", "bin", EXE))
+  return out
+end
+
+--- The `frognano` executable for the project at `root` (nil: none), and the places tried.
+function M.find_server(root, settings)
+  local tried = M.server_candidates(root, settings)
+  for _, candidate in ipairs(tried) do
+    if vim.fn.executable(candidate[2]) == 1 then
+      return candidate[2], tried
+    end
+  end
+  return nil, tried
+end
+
+local warned_missing = false
+
+--- Say once per session where `frognano` was looked for; the server is not started.
+local function warn_missing(tried)
+  if warned_missing then
+    return
+  end
+  warned_missing = true
+  local lines = { "cannot find the `frognano` executable, so the server is not started. Looked in:" }
+  for _, candidate in ipairs(tried) do
+    lines[#lines + 1] = string.format("  %s: %s", candidate[1], candidate[2])
+  end
+  lines[#lines + 1] = "Install FrogNano there (pip install -e /path/to/frognano), or set "
+    .. "`server_path` (or `cmd`) in require(\"frognano\").setup()."
+  notify(table.concat(lines, "\n"), vim.log.levels.ERROR)
+end
+
+--- The root of `bufnr`'s project; the client starts only when a server command exists.
+local function root_dir(bufnr, on_dir)
+  local config = vim.lsp.config[NAME] or {}
+  local root = vim.fs.root(bufnr, config.root_markers or M.config.root_markers)
+  if config.cmd ~= nil and config.cmd ~= M.default_cmd then
+    return on_dir(root) -- the user's own command: theirs to get right
+  end
+  local exe, tried = M.find_server(root, config.settings and config.settings.frognano)
+  if exe then
+    on_dir(root)
+  else
+    warn_missing(tried)
+  end
+end
+
+--- The default command: `<frognano> serve`, the executable found for the client's root.
+function M.default_cmd(dispatchers, config)
+  local exe = M.find_server(config.root_dir, config.settings and config.settings.frognano) or "frognano"
   return vim.lsp.rpc.start({ exe, "serve" }, dispatchers, { cwd = config.cmd_cwd, env = config.cmd_env })
 end
 
@@ -218,14 +339,20 @@ local function create_commands()
 end
 
 --- Configure and enable the `frognano` language server.
---- @param opts? {cmd?: string[]|function, filetypes?: string[], root_markers?: string[], settings?: table}
+--- @param opts? {cmd?: string[]|function, server_path?: string, filetypes?: string[], root_markers?: string[], settings?: table}
 function M.setup(opts)
   M.config = vim.tbl_deep_extend("force", vim.deepcopy(M.defaults), opts or {})
+  -- An empty Lua table is a JSON array to vim.json: `settings = {}` would reach the server as
+  -- `[]` and `{"frognano": []}`.  vim.empty_dict() encodes as `{}`, and survives deep copies.
+  if next(M.config.settings) == nil then
+    M.config.settings = vim.empty_dict()
+  end
   local settings = M.config.settings
   vim.lsp.config(NAME, {
-    cmd = M.config.cmd or default_cmd,
+    cmd = M.config.cmd or M.default_cmd,
     filetypes = M.config.filetypes,
     root_markers = M.config.root_markers,
+    root_dir = root_dir,
     init_options = vim.deepcopy(settings),
     settings = { frognano = vim.deepcopy(settings) },
     handlers = { ["frognano/status"] = on_status },

@@ -1,0 +1,72 @@
+"""Semantic keys of candidate edits: two edits whose code means the same are validated once.
+
+Operators reach the same program by different texts (``x + 1`` and ``x+1``, ``a < b`` and
+``b > a``); a test run costs far more than a parse, so each candidate is keyed by the
+``ast.dump`` (no positions) of the smallest unit it changes, normalised, and a key already
+seen is skipped before validation.
+
+The unit is the enclosing top-level function or method (parsed on its own, so the cost does not
+grow with the module), else the whole module.  Its lines before and after are unchanged text, so
+``(path, first line, lines after it, dump)`` identifies the whole file up to meaning.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from .localize import StatementMap
+from .verify import changed_span
+
+# `b > a` is `a < b`: comparisons are keyed in their `<` / `<=` form.
+_MIRROR: dict[type, type] = {ast.Gt: ast.Lt, ast.GtE: ast.LtE}
+
+Key = tuple[str, int, int, str]
+
+
+class _Normalise(ast.NodeTransformer):
+    def visit_Compare(self, node: ast.Compare) -> ast.AST:
+        self.generic_visit(node)
+        if len(node.ops) == 1 and type(node.ops[0]) in _MIRROR:
+            return ast.Compare(left=node.comparators[0], ops=[_MIRROR[type(node.ops[0])]()],
+                               comparators=[node.left])
+        return node
+
+
+def _dump(text: str) -> str | None:
+    """The normalised dump of ``text`` (an indented method parses under an ``if 1:``)."""
+    indented = text[:1].isspace()
+    try:
+        tree = ast.parse(("if 1:\n" + text) if indented else text)
+    except (SyntaxError, ValueError):
+        return None
+    return ast.dump(_Normalise().visit(tree))
+
+
+class SemanticKeys:
+    """Keys of edited files, with the statement maps of their original texts cached."""
+
+    def __init__(self) -> None:
+        self._maps: dict[str, StatementMap | None] = {}
+
+    def _spans(self, path: str, before: str) -> StatementMap | None:
+        if path not in self._maps:
+            try:
+                self._maps[path] = StatementMap(before)
+            except (SyntaxError, ValueError):
+                self._maps[path] = None
+        return self._maps[path]
+
+    def key(self, path: str, before: str, after: str) -> Key:
+        old, new = before.splitlines(keepends=True), after.splitlines(keepends=True)
+        head, end, delta = changed_span(old, new)
+        smap = self._spans(path, before)
+        stmt = smap.statement(head + 1) if smap is not None else None
+        span = smap.function_span(stmt.function) if smap is not None and stmt and stmt.function else range(0)
+        # The whole changed span must lie in the function (an insertion right after it does not).
+        if span and span.start <= head + 1 and max(end, head + 1) <= span.stop - 1:
+            first, last = span.start, span.stop - 1  # 1-based, inclusive, in `before`
+            dump = _dump("".join(new[first - 1:last + delta]))
+            if dump is not None:
+                return (path, first, len(old) - last, dump)
+        dump = _dump(after)
+        return (path, 0, 0, dump if dump is not None else after)
