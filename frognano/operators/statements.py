@@ -9,6 +9,7 @@ import libcst as cst
 
 from .context import Site, _Op, _walk
 from .expressions import _is_str
+from .scope import dotted
 
 
 def _replace_in_block(block: cst.IndentedBlock, index: int,
@@ -128,19 +129,12 @@ def _paths(node: cst.CSTNode, skip: set) -> set[str]:
         if isinstance(n, cst.Name) and n.value not in skip:
             out.add(n.value)
         elif isinstance(n, cst.Attribute):
-            dotted = _dotted(n)
-            if dotted:
-                out.add(dotted)
+            path = dotted(n)
+            if path:
+                out.add(path)
     return out
 
 
-def _dotted(node: cst.CSTNode) -> str | None:
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        base = _dotted(node.value)
-        return f"{base}.{node.attr.value}" if base else None
-    return None
 
 
 def _writes(small: cst.CSTNode, skip: set) -> set[str]:

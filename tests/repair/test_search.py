@@ -105,25 +105,28 @@ def test_default_argument_bug_is_found_through_the_function_header(make_project)
     assert "default" in note.description or "`4` -> `5`" in note.description
 
 
+DISCOUNT = {  # `>` -> `>=` is the fix; `100` -> `99` also passes these tests (plausible, wrong)
+    "shop/__init__.py": "",
+    "shop/price.py": """
+        def discount(total):
+            if total > 100:
+                return 10
+            return 0
+    """,
+    "tests/test_price.py": """
+        from shop.price import discount
+
+        def test_discount_from_100():
+            assert discount(100) == 10
+
+        def test_no_discount_below():
+            assert discount(50) == 0
+    """,
+}
+
+
 def test_search_fix_notes_are_structured(make_project):
-    report = fix(make_project({
-        "shop/__init__.py": "",
-        "shop/price.py": """
-            def discount(total):
-                if total > 100:
-                    return 10
-                return 0
-        """,
-        "tests/test_price.py": """
-            from shop.price import discount
-
-            def test_discount_from_100():
-                assert discount(100) == 10
-
-            def test_no_discount_below():
-                assert discount(50) == 0
-        """,
-    }))
+    report = fix(make_project(DISCOUNT))
     assert report.status == "fixed", report.message
     assert report.fix.source == "search" and report.fix.record is None
     (note,) = report.fix.notes

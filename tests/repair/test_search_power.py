@@ -18,26 +18,8 @@ from frognano.repair.localize import Location
 from frognano.repair.search import Search
 from frognano.sandbox.workspace import Workspace
 
-from .test_search import TWO_BUGS, fix
+from .test_search import DISCOUNT, TWO_BUGS, fix
 
-DISCOUNT = {  # `>` -> `>=` is the fix; `100` -> `99` also passes these tests (plausible, wrong)
-    "shop/__init__.py": "",
-    "shop/price.py": """
-        def discount(total):
-            if total > 100:
-                return 10
-            return 0
-    """,
-    "tests/test_price.py": """
-        from shop.price import discount
-
-        def test_discount_from_100():
-            assert discount(100) == 10
-
-        def test_no_discount_below():
-            assert discount(50) == 0
-    """,
-}
 
 SLOW_AND_FAST = {  # two failing tests: one fast, one slow; `-` -> `+` fixes both
     "calc.py": """
