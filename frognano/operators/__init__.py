@@ -119,8 +119,8 @@ def functions(source: str) -> list[FunctionInfo]:
 
 
 def iter_sites(prepared: _Prepared, *, lines: Collection[int] | None = None,
-               functions: Collection[str] | None = None, operators: Iterable[str] | None = None
-               ) -> list[tuple[Operator, FunctionContext, Site]]:
+               functions: Collection[str] | None = None, operators: Iterable[str] | None = None,
+               ingredients: Collection[str] = ()) -> list[tuple[Operator, FunctionContext, Site]]:
     """Filtered sites in mutation order (source position, then catalogue order)."""
     if operators is None:
         names = [n for n, op in CATALOGUE.items() if op.enumerable]
@@ -141,6 +141,7 @@ def iter_sites(prepared: _Prepared, *, lines: Collection[int] | None = None,
                 prepared.start_line(fn) <= ln <= prepared.positions[fn].end.line for ln in line_set):
             continue  # every site lies inside its function: skip the walk entirely
         ctx = FunctionContext(prepared, fn, qualname, class_info)
+        ctx.ingredients = tuple(ingredients)
         for name in names:
             op = CATALOGUE[name]
             for seq, site in enumerate(op.sites(ctx)):
@@ -160,12 +161,13 @@ def prepare(source: str) -> _Prepared:
 def mutations(source: str, path: str = "", *, lines: Collection[int] | None = None,
               functions: Collection[str] | None = None,
               operators: Iterable[str] | None = None,
-              prepared: _Prepared | None = None) -> list[Mutation]:
+              prepared: _Prepared | None = None, ingredients: Collection[str] = ()) -> list[Mutation]:
     """Every mutation the catalogue offers in `source`, filtered, deduplicated, in source order.
 
     `lines` keeps mutations whose node starts on one of those lines; `functions` keeps those
     qualified names ("Rect.area"); `operators` restricts catalogue names; `prepared` is
-    `prepare(source)` reused.  Raises OperatorError when the source does not parse or an
+    `prepare(source)` reused; `ingredients` are strings from outside the file (the failing
+    tests' messages) that `swap_literal` may also put in place of a string literal.  Raises OperatorError when the source does not parse or an
     operator name is unknown.
     """
     if prepared is None:
@@ -176,7 +178,8 @@ def mutations(source: str, path: str = "", *, lines: Collection[int] | None = No
     seen: set[tuple[int, str, str]] = set()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # e.g. invalid escape sequences, seen by ast.parse
-        for op, ctx, site in iter_sites(prepared, lines=lines, functions=functions, operators=operators):
+        for op, ctx, site in iter_sites(prepared, lines=lines, functions=functions, operators=operators,
+                                        ingredients=ingredients):
             m = prepared.build(op, ctx, site, path)
             if m is not None and (m.start, m.old, m.new) not in seen:
                 seen.add((m.start, m.old, m.new))

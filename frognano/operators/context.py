@@ -60,6 +60,7 @@ class FunctionContext:
                  class_info: _ClassInfo | None) -> None:
         self.prepared = prepared
         self.module = prepared.module
+        self.ingredients: tuple[str, ...] = ()  # strings from the failing tests' output (mutations())
         self.node = node
         self.qualname = qualname
         self.class_info = class_info

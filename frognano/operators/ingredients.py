@@ -7,10 +7,12 @@ another token of the same kind the author wrote elsewhere, or a well-known confu
 operator draws its replacements from the function, then the file (``scope.module_scope``), then a
 small table, nearest and most frequent first, with a cap per site to bound the search.
 
-Ingredients come from the file only: operators see one source (``mutations(source, path)``) and
-no test output, so a key that appears only in a failing test's assertion message is out of reach.
-Words quoted in the file's docstrings (`{"start": ..., "end": ...}`) are the last resort for
-string keys: documented, they are often the one the buggy line should have used.
+Ingredients come from the file, and for string literals also from the failing tests' output:
+the search passes the strings their messages quote (``mutations(..., ingredients=...)``;
+``KeyError: 'last'``, ``assert 'Ada' == 'Ada Lovelace'``), offered after the file's own, up to
+``MAX_MESSAGE_LITERALS`` more per literal.  Words quoted in the file's docstrings
+(`{"start": ..., "end": ...}`) come last among the file's: documented, they are often the one the
+buggy line should have used.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from .scope import (
 
 MAX_LITERALS = 4  # replacements per string literal
 MAX_NUMBERS = 3  # per number literal (off_by_one already offers n ± 1)
+MAX_MESSAGE_LITERALS = 2  # more per string literal, from the failing tests' messages
 
 
 def _render_literal(key: LiteralKey, text: str, like: cst.BaseExpression) -> str:
@@ -57,8 +60,8 @@ def _render_literal(key: LiteralKey, text: str, like: cst.BaseExpression) -> str
 class SwapLiteral(_Op):
     name, family, inverse = "swap_literal", "literal", "swap_literal"
     description = ("replace a str/bytes/int/float literal by another of the same kind from the "
-                   "function (nearest first), the file (most frequent first), then words quoted "
-                   "in its docstrings")
+                   "function (nearest first), the file (most frequent first), words quoted "
+                   "in its docstrings, then strings the failing tests' messages quote")
 
     def sites(self, func):
         scope = module_scope(func.prepared)
@@ -85,7 +88,11 @@ class SwapLiteral(_Op):
             if key[0] == "str":  # last: words the docstrings quote, keys documented but unused
                 choices += [k for k in (("str", w) for w in scope.doc_words) if k != key and k not in choices]
             cap = MAX_LITERALS if key[0] in ("str", "bytes") else MAX_NUMBERS
-            for other in choices[:cap]:
+            choices = choices[:cap]
+            if key[0] == "str":  # beyond the cap: evidence from the run, not a guess from the file
+                heard = [("str", w) for w in func.ingredients if ("str", w) != key and ("str", w) not in choices]
+                choices += heard[:MAX_MESSAGE_LITERALS]
+            for other in choices:
                 text = scope.literals[other][1] if other in scope.literals else repr(other[1])
                 new_text = _render_literal(other, text, node)
                 try:

@@ -14,6 +14,7 @@ and edits that changed nothing or made things worse are not paired.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -170,6 +171,23 @@ class SearchResult:
     alternatives: list[Fix] = field(default_factory=list)  # other verified fixes, best first
 
 
+_QUOTED = re.compile(r"'([^'\\\n]{1,30})'" + r'|"([^"\\\n]{1,30})"')
+MAX_HEARD = 8  # distinct strings taken from the failing tests' messages
+
+
+def quoted_strings(messages: list[str]) -> tuple[str, ...]:
+    """The short strings the failing tests' messages quote (``KeyError: 'last'``, ``assert 'x'
+    == 'y'``), first seen first: ``swap_literal`` may put one in place of a string literal, the
+    fix of a wrong key or label the file itself never spells."""
+    seen: dict[str, None] = {}
+    for message in messages:
+        for match in _QUOTED.finditer(message or ""):
+            seen.setdefault(match.group(1) if match.group(1) is not None else match.group(2), None)
+            if len(seen) >= MAX_HEARD:
+                return tuple(seen)
+    return tuple(seen)
+
+
 class Search:
     def __init__(self, ws: Workspace, verifier: Verifier, *, max_locations: int = 10,
                  max_candidates: int = 400, max_pairs: int = 150, seconds: float = 300.0,
@@ -182,6 +200,7 @@ class Search:
         self.duplicates = 0
         self.pruned = 0
         self.verifier = verifier
+        self.heard = quoted_strings(getattr(verifier, "messages", []))
         # More verifiers on their own shadow copies, asked for once there are enough candidates
         # to be worth a second warm session: candidates are then validated that many at a time.
         self._lanes = lanes
@@ -216,7 +235,7 @@ class Search:
         if source is None:
             return []
         try:
-            found = mutations(source, loc.path, lines=set(loc.lines))
+            found = mutations(source, loc.path, lines=set(loc.lines), ingredients=self.heard)
             # The `except` clauses guarding these lines: one that did not match ran no line the
             # spectra could rank, yet its class may be the bug.
             guards = handler_lines(source, loc.lines)

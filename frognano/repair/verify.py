@@ -128,6 +128,8 @@ class Verifier:
         self.runner = runner
         self.failing = baseline.failing
         self.passing = baseline.passing
+        # What the failing tests said (assertion messages, exception text): literal ingredients.
+        self.messages = [baseline.tests[n].message for n in self.failing if n in baseline.tests]
         self.coverage = coverage
         self.allow_test_edits = allow_test_edits
         self.spec = spec or Specification.of_workspace(ws, [*baseline.tests, *baseline.collected])

@@ -374,3 +374,26 @@ def test_the_search_reaches_an_except_clause_the_spectra_never_rank(make_project
     assert report.status == "fixed", report.message
     notes = " ".join(map(str, report.fix.notes))
     assert "`TypeError` -> `ValueError`" in notes, notes
+
+
+def test_swap_literal_takes_strings_the_failing_tests_quoted():
+    source = _src('''
+        def status(ticket):
+            if ticket.get("resolved"):
+                return "closed"
+            return "open"
+    ''')
+    line = {_line(source, '"closed"')}
+
+    def returned(muts):  # what the edited line returns, per mutation
+        return [m.apply(source).splitlines()[min(line) - 1].strip() for m in muts]
+
+    plain = mutations(source, "t.py", operators=["swap_literal"], lines=line)
+    assert 'return "done"' not in returned(plain)  # the file never spells it
+    heard = mutations(source, "t.py", operators=["swap_literal"], lines=line, ingredients=("closed", "done", "x", "y"))
+    assert 'return "done"' in returned(heard) and 'return "closed"' not in returned(heard)
+    assert len(heard) - len(plain) == 2  # MAX_MESSAGE_LITERALS more, after the file's own
+    done = next(m for m in heard if '"done"' in m.apply(source))
+    assert done.inverse().apply(done.apply(source)) == source  # the round trip restores the source
+    ints = mutations(_src("def f():\n    return 3\n"), "t.py", operators=["swap_literal"], lines={2}, ingredients=("9",))
+    assert all("9" not in m.apply(_src("def f():\n    return 3\n")) for m in ints)  # strings replace strings only

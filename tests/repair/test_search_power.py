@@ -229,11 +229,15 @@ def test_prior_is_rebuilt_from_a_corpus_and_orders_the_search(tmp_path, make_pro
             assert ops[0] == favoured, ops
 
 
-def test_shipped_prior_is_generated_not_hand_set():
+def test_shipped_prior_is_generated_not_hand_set(tmp_path, monkeypatch):
+    """Rerunning the command the file names, on the data it names, gives the file back."""
     data = json.loads(prior_mod.DATA.read_text())
-    assert data["generated_by"] == prior_mod.COMMAND
-    assert set(data) >= {"corpus", "synth"}
+    assert data["generated_by"].startswith(prior_mod.COMMAND)
     assert all(op in prior_mod.CATALOGUE for op in [*data["corpus"].values(), *data["synth"]])
+    monkeypatch.chdir(prior_mod.DATA.parents[2])  # the repository: the command's paths are relative to it
+    args = data["generated_by"].split()[3:]  # after `python -m frognano.repair.prior`
+    assert prior_mod.main([*args, "-o", str(tmp_path / "prior.json")]) == 0
+    assert json.loads((tmp_path / "prior.json").read_text()) == data
 
 
 def test_without_an_alternatives_budget_the_first_verified_fix_stands(make_project, monkeypatch):
@@ -243,3 +247,26 @@ def test_without_an_alternatives_budget_the_first_verified_fix_stands(make_proje
     report = fix(make_project(DISCOUNT), lanes=1)
     assert report.status == "fixed" and report.alternatives == []
     assert report.to_json()["alternatives"] == []
+
+
+def test_a_wrong_label_is_fixed_from_the_string_the_failing_test_quoted(make_project):
+    """The file never spells the right value; the failing assertion does (`'closed' == 'done'`)."""
+    report = fix(make_project({
+        "tickets.py": """
+            def status(ticket):
+                if ticket.get("resolved"):
+                    return "closed"
+                return "open"
+        """,
+        "tests/test_tickets.py": """
+            from tickets import status
+
+            def test_resolved_tickets_are_done():
+                assert status({"resolved": True}) == "done"
+
+            def test_new_tickets_are_open():
+                assert status({}) == "open"
+        """,
+    }))
+    assert report.status == "fixed", report.message
+    assert any("`\"closed\"` -> `\"done\"`" in str(n) for n in report.fix.notes), report.fix.notes
