@@ -66,10 +66,12 @@ def test_scripted_model_fixes_each_example(example, name):
     assert record["patch"].startswith("--- a/")
 
 
+# Code the catalogue cannot write: a call with an argument no operator invents (the catalogue
+# wraps, swaps and inserts what the file already has; `sorted()` would fix a missing sort).
 NEEDS_A_NEW_LINE = {
     "words.py": """
         def normalize(words):
-            \"\"\"Lower-cased words in alphabetical order.\"\"\"
+            \"\"\"Lower-cased words without the punctuation around them.\"\"\"
             result = []
             for w in words:
                 result.append(w.lower())
@@ -78,8 +80,8 @@ NEEDS_A_NEW_LINE = {
     "tests/test_words.py": """
         from words import normalize
 
-        def test_sorted():
-            assert normalize(["b", "A", "c"]) == ["a", "b", "c"]
+        def test_punctuation():
+            assert normalize(["Hi!", "yo."]) == ["hi", "yo"]
 
         def test_empty():
             assert normalize([]) == []
@@ -91,13 +93,13 @@ def test_model_fixes_what_operators_cannot(make_project):
     project = make_project(NEEDS_A_NEW_LINE)
     report = fix_with(project, [
         call("candidates"),
-        call("edit", path="words.py", old="    return result", new="    result.sort()\n    return result"),
+        call("edit", path="words.py", old="result.append(w.lower())", new="result.append(w.lower().strip(\".,!\"))"),
         call("run_tests", selection=["all"]),
         call("submit"),
     ], max_candidates=400, max_pairs=20)
     assert report.search.tried > 0, "the operator search ran first"
     assert report.status == "fixed" and report.fix.source == "model"
-    assert "+    result.sort()" in report.fix.patch.diff()
+    assert '+        result.append(w.lower().strip(".,!"))' in report.fix.patch.diff()
     assert report.fix.verified.pass_to_pass == 1
 
 

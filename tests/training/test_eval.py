@@ -167,8 +167,8 @@ def test_both_runs_the_model_only_where_the_search_finds_nothing(arith_tasks, tm
     script = tmp_path / "script.json"
     script.write_text(json.dumps([_call("edit", path=OPS, old="    return a\n", new="    return -a\n"),
                                   _call("submit")]))
-    # A search of one candidate fixes A (its first candidate is the flip back) but not B.
-    plan = EvalPlan("both", f"replay:{script}", settings={"lanes": 1, "max_candidates": 1, "max_pairs": 0})
+    # The search fixes A (`-` back to `+`) but not B: no operator writes the missing unary minus.
+    plan = EvalPlan("both", f"replay:{script}", settings={"lanes": 1, "max_pairs": 0})
     run = evaluate(tasks, plan)
     by = {r["instance_id"]: r for r in run.rows}
     assert (by["arith.A"]["status"], by["arith.A"]["source"], by["arith.A"]["turns"]) == ("resolved", "search", 0)
