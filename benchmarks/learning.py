@@ -17,7 +17,7 @@ What it runs
         rate), the rate at an early budget (the first evaluation after step 0), and the mean
         fraction of zero-variance groups (DAPO refills them).
 
-    python benchmarks/learning.py [--seeds 0 1 2] [--steps 20] [--scratch DIR]
+    python benchmarks/learning.py [--seeds 0 1 2] [--steps N] [--scratch DIR]   # the preset's steps
     python benchmarks/learning.py --quick            # one seed, 6 steps: a smoke run
 """
 
@@ -101,13 +101,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--eval-every", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=None, help="default: the tiny preset's")
+    parser.add_argument("--eval-every", type=int, default=None, help="default: the tiny preset's")
     parser.add_argument("--scratch", type=Path, default=None)
     parser.add_argument("--quick", action="store_true", help="one seed, 6 steps, evaluation every 3")
     args = parser.parse_args(argv)
+    from frognano.training.config import PRESETS
+
     if args.quick:
         args.seeds, args.steps, args.eval_every = args.seeds[:1], 6, 3
+    args.steps = args.steps or PRESETS["tiny"]["steps"]
+    args.eval_every = args.eval_every or PRESETS["tiny"]["eval_every"]
     scratch = args.scratch or Path(tempfile.mkdtemp(prefix="frognano-learning-"))
     print(f"scratch: {scratch}", file=sys.stderr)
     results = [run_one(scratch, seed, sampler, args.steps, args.eval_every)

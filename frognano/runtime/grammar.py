@@ -8,6 +8,13 @@ out (``", "`` and ``": "``, no other whitespace), so a constrained reply re-rend
 tokens in the next turn's prompt and the prompt cache keeps it.  ``tool_call_text`` writes a call
 in that same text form (how ``http.py`` shows a server's structured calls to the harness).
 
+A choice is left to the model only where calls can differ.  Text the grammar forces (the keys,
+the punctuation, the rest of a name once it is determined) is forced as one split of tokens,
+the longest pieces; and the tool's name is one token per tool still possible.  Otherwise the
+model would spell one call many ways ("n" + "ame" or "name"), a sampler would spread a choice's
+probability over its spellings, and a trainer would credit spellings instead of choices: with a
+random tiny model, that was most of what a rollout's tokens were.
+
 Free of mlx and torch; xgrammar and numpy are imported only when a grammar is built.
 """
 
@@ -21,6 +28,7 @@ from ..errors import UsageError
 from .base import one_line
 
 OPEN_TAG = "<tool_call>"
+NAME_KEY = b'{"name": "'  # the call's first key, as the grammar lays it out
 CLOSE_TAG = "</tool_call>"
 
 
@@ -107,6 +115,14 @@ class ToolCallGrammar:
             self.tags[tag_id] = frozenset(
                 i for i, piece in enumerate(decoded) if piece and len(piece) < len(raw) and raw.startswith(piece)
             )
+        # Each ordinary token's bytes (the first id where several spell the same), for forcing
+        # one split of the text the grammar forces (``ToolCallMatcher.allowed``).
+        skip = set(self.banned) | set(stop_token_ids) | set(self.tags)
+        self.pieces: dict[bytes, int] = {}
+        self.spelling: list[bytes] = list(decoded[:vocab_size])
+        for i, piece in enumerate(decoded[:vocab_size]):
+            if piece and i not in skip:
+                self.pieces.setdefault(piece, i)
 
     def compile(self, tools: Sequence[dict[str, Any]]) -> Any:
         key = json.dumps(tool_functions(tools), sort_keys=True)
@@ -128,7 +144,9 @@ class ToolCallGrammar:
         return self._compiled[key]
 
     def matcher(self, tools: Sequence[dict[str, Any]]) -> ToolCallMatcher:
-        return ToolCallMatcher(self.compile(tools), self.vocab_size, self.tags, self.banned)
+        names = [fn["name"] for fn in tool_functions(tools)]
+        return ToolCallMatcher(self.compile(tools), self.vocab_size, self.tags, self.banned, self.pieces,
+                               self.spelling, names)
 
 
 class ToolCallMatcher:
@@ -139,7 +157,8 @@ class ToolCallMatcher:
     """
 
     def __init__(
-        self, compiled: Any, vocab_size: int, tags: dict[int, frozenset[int]] | None = None, banned: Sequence[int] = ()
+        self, compiled: Any, vocab_size: int, tags: dict[int, frozenset[int]] | None = None, banned: Sequence[int] = (),
+        pieces: dict[bytes, int] | None = None, spelling: Sequence[bytes] = (), names: Sequence[str] = (),
     ) -> None:
         import numpy as np
 
@@ -150,6 +169,11 @@ class ToolCallMatcher:
         self._vocab_size = vocab_size
         self._tags = tags or {}
         self._banned = np.asarray(list(banned), dtype=np.int64)
+        self._pieces = pieces or {}
+        self._longest = max(map(len, self._pieces), default=0)
+        self._spelling = spelling or []
+        self._names = [n.encode() for n in names]
+        self._reply = bytearray()  # the bytes accepted so far (to know where the tool's name is)
 
     @property
     def done(self) -> bool:
@@ -170,10 +194,47 @@ class ToolCallMatcher:
             ):
                 mask[:] = False
                 mask[tag] = True
-                break
+                return mask
+        # Where the grammar forces the next characters (the JSON's keys and punctuation, the
+        # rest of a tool name once its first piece is out), it would still let the model spell
+        # them with any split the vocabulary has ("n" + "ame" or "name").  Such splits are no
+        # choice: they change nothing in the call, yet a sampler draws them and a trainer would
+        # credit them.  Forcing one split (xgrammar's jump-forward tokens: the longest pieces)
+        # leaves the model choosing only where the call can differ: which tool, which arguments.
+        forced = self._matcher.find_jump_forward_string().encode() if self._pieces else b""
+        token = self._longest_piece(forced, mask)
+        if token is not None:
+            mask[:] = False
+            mask[token] = True
+            return mask
+        # Choosing the tool is the same: "s", "su", "sub" and "submit" are one choice spelled
+        # four ways, and a sampler (or a trainer) would split that choice's probability among
+        # them.  Each tool still possible gets one token: the longest piece of the rest of its
+        # name.  (Where one name ends and another goes on, the closing quote is a choice too,
+        # and the grammar's mask is kept.)
+        start = self._reply.find(NAME_KEY)
+        if start >= 0 and self._names:
+            spelled = bytes(self._reply[start + len(NAME_KEY):])
+            rests = [n[len(spelled):] for n in self._names if n.startswith(spelled)]
+            if b'"' not in spelled and rests and all(rests):
+                firsts = {self._longest_piece(rest, mask) for rest in rests} - {None}
+                if firsts:
+                    mask[:] = False
+                    mask[sorted(firsts)] = True
         return mask
+
+    def _longest_piece(self, text: bytes, mask) -> int | None:
+        """The allowed token spelling the longest start of ``text`` (None: none does)."""
+        for end in range(min(len(text), self._longest), 0, -1):
+            token = self._pieces.get(text[:end])
+            if token is not None and mask[token]:
+                return token
+        return None
 
     def accept(self, token_id: int) -> bool:
         if self.done:
             return True
-        return self._matcher.accept_token(int(token_id))
+        ok = self._matcher.accept_token(int(token_id))
+        if ok and 0 <= token_id < len(self._spelling):
+            self._reply += self._spelling[token_id]
+        return ok

@@ -336,8 +336,13 @@ def build_tiny(
     num_attention_heads: int = 4,
     num_key_value_heads: int = 2,
     head_dim: int = 16,
+    tie_word_embeddings: bool = True,
 ) -> Path:
     """Write a random Qwen3 model with a locally trained tokenizer to ``out`` and return it.
+
+    ``tie_word_embeddings=False`` gives the model its own output layer (``lm_head``), which
+    LoRA can then adapt: training uses that (``training.presets``), because the tied random
+    embeddings bound every logit to a few tenths of a nat whatever the blocks compute.
 
     Deterministic: the same arguments give byte-identical files.  ``out`` must not exist or
     be an empty folder; the files are written to a temporary folder beside it first, so a
@@ -351,7 +356,7 @@ def build_tiny(
     args = TinyArgs(
         vocab_size=vocab_size, hidden_size=hidden_size, intermediate_size=intermediate_size,
         num_hidden_layers=num_hidden_layers, num_attention_heads=num_attention_heads,
-        num_key_value_heads=num_key_value_heads, head_dim=head_dim,
+        num_key_value_heads=num_key_value_heads, head_dim=head_dim, tie_word_embeddings=tie_word_embeddings,
     )
     dtype = "float32" if fmt == "torch" else "float16"
 

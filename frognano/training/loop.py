@@ -521,7 +521,10 @@ def _evaluate(envs: _Envs, heldout: list[EvalTask], config: TrainConfig) -> dict
     (``eval_samples`` 1), or the mean over ``eval_samples`` episodes sampled at the rollout
     temperature (pass@1 estimated from k samples, as DeepSeek-R1 reports it: a small policy's
     greedy episode repeats its first call every turn).  The seeds are the same at every
-    evaluation, so successive rates differ by the policy, not by the draw.  On several
+    evaluation, so successive rates differ by the policy, not by the draw; and they differ from
+    task to task, because a policy that barely reads the task (the tiny one, early) would make
+    the same choices on every task from the same seed, and k samples would be k draws, not
+    k x tasks.  On several
     processes task i is evaluated on rank i % world and the counts are summed: an episode does
     not depend on where it runs, so the numbers are a single process's."""
     from dataclasses import replace
@@ -534,7 +537,9 @@ def _evaluate(envs: _Envs, heldout: list[EvalTask], config: TrainConfig) -> dict
     greedy = config.eval_samples == 1
     resolved = total = tasks = 0
     try:
-        for task in heldout[distributed.rank()::distributed.world()]:
+        for index, task in enumerate(heldout):
+            if index % distributed.world() != distributed.rank():
+                continue
             try:
                 env = envs.get(task)
                 env.engine.settings = replace(envs.settings, temperature=0.0) if greedy else envs.settings
@@ -543,7 +548,7 @@ def _evaluate(envs: _Envs, heldout: list[EvalTask], config: TrainConfig) -> dict
                 counted = 0
                 for k in range(config.eval_samples):
                     episode, _ = env.engine.model_episode(state.diagnosis, env.engine.verifier(state.diagnosis),
-                                                          search, 0, record=False, seed=HELDOUT_SEED + k,
+                                                          search, 0, record=False, seed=HELDOUT_SEED + 1000 * index + k,
                                                           hint=task.hint, tools=tuple(config.tools),
                                                           listed=config.max_candidates)
                     if episode.status == EpisodeStatus.MODEL_ERROR:

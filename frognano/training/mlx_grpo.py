@@ -45,8 +45,8 @@ __all__ = ["grpo_loss", "grpo_step", "lora_model", "make_optimizer", "sequence_l
 
 def lora_model(model: nn.Module, config: GRPOConfig) -> nn.Module:
     """``model``, frozen, with LoRA adapters (rank ``lora_rank``, scale ``lora_alpha / lora_rank``,
-    dropout 0) on the modules of every transformer block named in ``lora_targets``; only the
-    adapters train.  Changed in place (mlx-lm's way) and returned.
+    dropout 0) on the modules of every transformer block named in ``lora_targets`` (and on the
+    output layer for ``lm_head``, where the model has its own); only the adapters train.  Changed in place (mlx-lm's way) and returned.
 
     mlx-lm's ``linear_to_lora_layers`` takes the targets as paths inside a block
     (``self_attn.q_proj``); they are found here from the bare names, so the same
@@ -59,13 +59,26 @@ def lora_model(model: nn.Module, config: GRPOConfig) -> nn.Module:
     layers = getattr(model, "layers", None)
     if not layers:
         raise UsageError(f"{type(model).__name__} has no transformer blocks (.layers): not an mlx-lm model")
-    keys = {path for path, _ in layers[0].named_modules() if path.rsplit(".", 1)[-1] in config.lora_targets}
-    missing = [t for t in config.lora_targets if not any(k.rsplit(".", 1)[-1] == t for k in keys)]
+    in_blocks = [t for t in config.lora_targets if t != "lm_head"]
+    keys = {path for path, _ in layers[0].named_modules() if path.rsplit(".", 1)[-1] in in_blocks}
+    missing = [t for t in in_blocks if not any(k.rsplit(".", 1)[-1] == t for k in keys)]
     if missing:
         raise UsageError(f"lora_targets {missing} name no module of {type(model).__name__}")
+    head = getattr(model, "lm_head", None) if "lm_head" in config.lora_targets else None
+    if "lm_head" in config.lora_targets and not isinstance(head, (nn.Linear, nn.QuantizedLinear)):
+        # mlx-lm's tied models compute the logits with the input embeddings (no lm_head).
+        raise UsageError("lora_targets names lm_head, but this model ties its output layer to its input "
+                         "embeddings: leave lm_head out (or use a model with its own output layer)")
     model.freeze()
-    linear_to_lora_layers(model, len(layers), {"rank": config.lora_rank, "scale": config.lora_alpha / config.lora_rank,
-                                               "dropout": 0.0, "keys": sorted(keys)})
+    scale = config.lora_alpha / config.lora_rank
+    if keys:
+        linear_to_lora_layers(model, len(layers), {"rank": config.lora_rank, "scale": scale, "dropout": 0.0,
+                                                   "keys": sorted(keys)})
+    if head is not None:
+        # The output layer sits outside the blocks that linear_to_lora_layers walks.
+        from mlx_lm.tuner.lora import LoRALinear
+
+        model.lm_head = LoRALinear.from_base(head, r=config.lora_rank, dropout=0.0, scale=scale)
     return model
 
 

@@ -50,6 +50,10 @@ def lora_model(model: Any, config: GRPOConfig) -> Any:
     missing = [t for t in config.lora_targets if t not in present]
     if missing:
         raise UsageError(f"lora_targets {missing} name no module of {type(model).__name__}")
+    if "lm_head" in config.lora_targets and getattr(model.config, "tie_word_embeddings", False):
+        # Merging the adapter would then change the input embeddings too.
+        raise UsageError("lora_targets names lm_head, but this model ties it to its input embeddings: "
+                         "leave lm_head out (or use a model with its own output layer)")
     lora = LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha, target_modules=list(config.lora_targets),
                       lora_dropout=0.0, bias="none", task_type="CAUSAL_LM")
     return get_peft_model(model, lora)

@@ -76,7 +76,9 @@ class TorchLearner:
         return h.hexdigest()
 
     def save(self, folder: Path) -> None:
-        self.policy.model.save_pretrained(folder / "adapter")
+        # An adapted lm_head counts as an embedding layer to peft, which would then save the
+        # whole (frozen, unchanged) output matrix in every checkpoint: the adapter suffices.
+        self.policy.model.save_pretrained(folder / "adapter", save_embedding_layers=False)
         torch.save(self.optimizer.state_dict(), folder / "optimizer.pt")
         (folder / "rng.json").write_text(json.dumps({"torch": torch.get_rng_state().tolist()}))
 

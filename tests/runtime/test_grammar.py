@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from frognano.errors import UsageError
@@ -39,6 +41,43 @@ def test_the_tags_are_single_tokens(constrained):
     assert gen.text == '<tool_call>\n{"name": "submit", "arguments": {}}\n</tool_call>'
     ids = model.tokenizer.convert_tokens_to_ids(["<tool_call>", "</tool_call>"])
     assert gen.token_ids[0] == ids[0] and gen.token_ids[-2] == ids[1]
+
+
+def _choices(gen) -> list[int]:
+    """How many tokens the grammar allowed at each step of ``gen`` (sampled with logprobs)."""
+    import numpy as np
+
+    return [int(np.unpackbits(np.frombuffer(a, np.uint8), bitorder="little").sum()) for a in gen.allowed]
+
+
+def test_forced_text_is_one_split_and_choices_are_left_where_the_call_differs(constrained):
+    """Where the grammar forces the characters (keys, punctuation, the rest of a tool's name),
+    one split of them is forced too: every sample spells a call with the same tokens, and only
+    the steps where calls can differ offer the model a choice."""
+    model = constrained
+    tails: set[tuple[int, ...]] = set()
+    bare = {t["function"]["name"] for t in TOOLS if not t["function"].get("parameters", {}).get("properties")}
+    for seed in range(12):
+        gen = model.generate(MESSAGES, TOOLS, Sampling(temperature=1.0, seed=seed, max_tokens=1024, logprobs=True),
+                             constrain=True)
+        call = parse_call(gen.text)
+        assert call is not None, gen.text
+        counts = _choices(gen)
+        assert len(counts) == len(gen.token_ids)
+        # Choosing the tool is one step (or a few, where a name's first piece is shared); the
+        # keys and punctuation around it are never a choice.
+        head = gen.token_ids.index(model.tokenizer.convert_tokens_to_ids("<tool_call>"))
+        assert counts[head] == 1 and counts[head + 1] == 1  # the tag, then the newline
+        free = sum(c > 1 for c in counts)
+        assert free <= 3 + 2 * len(json.dumps(call[1])), (gen.text, counts)
+        # The tool is one choice, one token per tool (no tool's name is the start of another
+        # here): the reply's first choice offers exactly one token per tool.
+        assert next(c for c in counts if c > 1) == len(TOOLS), counts
+        if call[0] in bare:
+            keyed = next(p for p in range(len(gen.token_ids)) if '"arguments"' in model.decode(gen.token_ids[:p]))
+            tails.add(tuple(gen.token_ids[keyed:]))
+    # Calls of tools that take no arguments end with the same tokens, whichever tool and seed.
+    assert len(tails) == 1, tails
 
 
 def test_unconstrained_random_model_does_not_call_tools(model):

@@ -120,9 +120,10 @@ def test_logprobs_are_the_sampled_distributions(model32, case):
         raw = reference(model32, MESSAGES, tools, gen, temperature, masked=False)
         assert max(abs(a - b) for a, b in zip(gen.logprobs, raw)) > 0.1
     if temperature not in (0.0, 1.0):
-        # ... and so did the temperature.
+        # ... and so did the temperature (by little where the grammar leaves few choices: the
+        # random model's logits are nearly flat).
         plain = reference(model32, MESSAGES, tools, gen, 1.0, masked=True)
-        assert max(abs(a - b) for a, b in zip(gen.logprobs, plain)) > 0.01
+        assert max(abs(a - b) for a, b in zip(gen.logprobs, plain)) > 2 * TOL
 
 
 def test_each_token_records_the_grammar_mask_it_was_drawn_under(model32):

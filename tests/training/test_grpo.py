@@ -356,6 +356,43 @@ def test_grpo_step_raises_the_rewarded_completion(policy):
     assert after[0] > before[0]
 
 
+def test_lora_on_the_output_layer(tiny_torch, tmp_path):
+    """``lm_head`` as a LoRA target (the tiny preset's): refused where the output layer is the
+    input embeddings (merging would change both); on a model with its own, one step moves its
+    adapter and raises the rewarded completion, and the merged model computes the same logits
+    with the embeddings untouched."""
+    import torch
+
+    transformers = pytest.importorskip("transformers")
+    from frognano.runtime.tiny import build_tiny
+    from frognano.training.torch_grpo import grpo_step, lora_model, make_optimizer, sequence_logprobs
+
+    config = GRPOConfig(learning_rate=1e-2, lora_targets=GRPOConfig().lora_targets + ("lm_head",))
+    with pytest.raises(UsageError, match="ties"):
+        lora_model(transformers.AutoModelForCausalLM.from_pretrained(str(tiny_torch)), config)
+    folder = build_tiny(tmp_path / "untied", "torch", tie_word_embeddings=False)
+    torch.manual_seed(0)
+    model = lora_model(transformers.AutoModelForCausalLM.from_pretrained(str(folder)), config)
+    head = {n: p.detach().clone() for n, p in model.named_parameters() if "lm_head.lora_" in n}
+    assert head and all(p.requires_grad for n, p in model.named_parameters() if n in head)
+    samples = on_policy(model, [(GOOD, [1] * 4, 1.0, 0, {}), (BAD, [1] * 4, 0.0, 0, {})])
+    with torch.no_grad():
+        before = [float(t.sum()) for t in sequence_logprobs(model, samples)]
+    grpo_step(model, make_optimizer(model, config), samples, config)
+    with torch.no_grad():
+        after = [float(t.sum()) for t in sequence_logprobs(model, samples)]
+        ids = torch.tensor([PROMPT + GOOD])
+        adapted = model(input_ids=ids).logits
+    assert any(not torch.equal(head[n], p) for n, p in model.named_parameters() if n in head)
+    assert after[0] - after[1] > before[0] - before[1]
+    merged = model.merge_and_unload()
+    base = transformers.AutoModelForCausalLM.from_pretrained(str(folder))
+    with torch.no_grad():
+        assert torch.allclose(merged(input_ids=ids).logits, adapted, atol=1e-5)
+    assert torch.equal(merged.model.embed_tokens.weight, base.model.embed_tokens.weight)
+    assert not torch.equal(merged.lm_head.weight, base.lm_head.weight)
+
+
 def test_grpo_step_skips_groups_without_signal(policy):
     from frognano.training.torch_grpo import grpo_step, make_optimizer
 

@@ -23,7 +23,7 @@ from mlx.utils import tree_flatten  # noqa: E402
 
 from frognano.config import Settings  # noqa: E402
 from frognano.errors import UsageError  # noqa: E402
-from frognano.training.config import TrainConfig  # noqa: E402
+from frognano.training.config import PRESETS, TrainConfig  # noqa: E402
 from frognano.training.env import RepoEnv  # noqa: E402
 from frognano.training.grpo import Sample  # noqa: E402
 from frognano.training.tasks import parse_row  # noqa: E402
@@ -67,11 +67,16 @@ def _group(policy, temperature: float) -> list[Sample]:
     return samples
 
 
-def test_the_mlx_learner_resumes_exactly_and_fuses_what_it_learned(tmp_path):
+@pytest.mark.parametrize("head", [False, True], ids=["blocks", "blocks+lm_head"])
+def test_the_mlx_learner_resumes_exactly_and_fuses_what_it_learned(tmp_path, head):
+    """With ``head``, as the tiny preset trains: a model with its own output layer, adapted too."""
     from frognano.runtime.base import load_model
     from frognano.training.learner import make_learner
 
     config = TrainConfig(backend="mlx", grpo={"learning_rate": 5e-2})
+    if head:
+        config = TrainConfig(backend="mlx", tiny={"tie_word_embeddings": False},
+                             grpo={"learning_rate": 5e-2, "lora_targets": PRESETS["tiny"]["grpo"]["lora_targets"]})
     grpo = config.grpo_config()
     learner = make_learner(config, tmp_path)
     assert learner.policy.name == "policy:base" and (tmp_path / "base" / "config.json").exists()
@@ -94,13 +99,18 @@ def test_the_mlx_learner_resumes_exactly_and_fuses_what_it_learned(tmp_path):
     assert mine.keys() == theirs.keys() and all(mx.array_equal(mine[k], theirs[k]).item() for k in mine)
     assert int(resumed.optimizer.state["step"].item()) == 2
 
-    # The adapter is mlx-lm's own format: mlx-lm loads it onto the base model.
+    # The adapter is mlx-lm's own format: mlx-lm loads it onto the base model.  (Its loader
+    # adapts the blocks only; an output layer's adapter is in the file, and in the fused model.)
     from mlx_lm import load as mlx_lm_load
 
     ids = samples[0].prompt_ids + samples[0].completion_ids
-    with_adapter, _ = mlx_lm_load(str(tmp_path / "base"), adapter_path=str(checkpoint / "adapter"))
-    fresh = make_learner(config, tmp_path, {"folder": checkpoint})
-    assert np.allclose(_logits(with_adapter, ids), _logits(fresh.policy.model, ids), atol=1e-5)
+    if head:
+        saved = mx.load(str(checkpoint / "adapter" / "adapters.safetensors"))
+        assert {"lm_head.lora_a", "lm_head.lora_b"} <= set(saved)
+    else:
+        with_adapter, _ = mlx_lm_load(str(tmp_path / "base"), adapter_path=str(checkpoint / "adapter"))
+        fresh = make_learner(config, tmp_path, {"folder": checkpoint})
+        assert np.allclose(_logits(with_adapter, ids), _logits(fresh.policy.model, ids), atol=1e-5)
 
     # Fused and saved, the final model computes what the trained policy computed (to float16
     # rounding of the merged weights), which is not what the base model computes.
