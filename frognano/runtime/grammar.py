@@ -173,7 +173,8 @@ class ToolCallMatcher:
         self._longest = max(map(len, self._pieces), default=0)
         self._spelling = spelling or []
         self._names = [n.encode() for n in names]
-        self._reply = bytearray()  # the bytes accepted so far (to know where the tool's name is)
+        self._reply = bytearray()  # the bytes accepted until the tool's name is complete
+        self._named = False  # its closing quote is out: nothing more to track (arguments can be long)
 
     @property
     def done(self) -> bool:
@@ -212,11 +213,11 @@ class ToolCallMatcher:
         # them.  Each tool still possible gets one token: the longest piece of the rest of its
         # name.  (Where one name ends and another goes on, the closing quote is a choice too,
         # and the grammar's mask is kept.)
-        start = self._reply.find(NAME_KEY)
-        if start >= 0 and self._names:
+        start = self._reply.find(NAME_KEY) if self._names and not self._named else -1
+        if start >= 0:
             spelled = bytes(self._reply[start + len(NAME_KEY):])
             rests = [n[len(spelled):] for n in self._names if n.startswith(spelled)]
-            if b'"' not in spelled and rests and all(rests):
+            if rests and all(rests):
                 firsts = {self._longest_piece(rest, mask) for rest in rests} - {None}
                 if firsts:
                     mask[:] = False
@@ -235,6 +236,8 @@ class ToolCallMatcher:
         if self.done:
             return True
         ok = self._matcher.accept_token(int(token_id))
-        if ok and 0 <= token_id < len(self._spelling):
+        if ok and not self._named and 0 <= token_id < len(self._spelling):
             self._reply += self._spelling[token_id]
+            start = self._reply.find(NAME_KEY)
+            self._named = start >= 0 and b'"' in self._reply[start + len(NAME_KEY):]
         return ok
