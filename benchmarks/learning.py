@@ -2,9 +2,10 @@
 
 What it runs
     ``frognano.training.loop.train`` with the ``tiny`` preset (a random tiny Qwen3 from scratch,
-    LoRA, constrained decoding, the ``candidates``/``apply``/``submit`` tools; training tasks
-    synthesised from repaired copies of the bundled examples with the run's seed, held-out
-    tasks with seed 1000, never trained on), once per seed with the frontier sampler and once
+    LoRA, constrained decoding, the ``candidates``/``apply``/``submit`` tools with 2 candidates
+    listed and ``submit`` offered once a file is changed; training tasks synthesised from
+    repaired copies of the bundled examples with the run's seed, held-out tasks with seed
+    1000, never trained on), once per seed with the frontier sampler and once
     with the uniform sampler, each in its own run directory under ``--scratch``.  Every run
     evaluates the held-out tasks before training (step 0) and every ``eval_every`` steps
     through the serving harness: the preset's ``eval_samples`` episodes per task, sampled with

@@ -27,8 +27,7 @@ log = logging.getLogger(__name__)
 class EpisodeStatus(StrEnum):
     """Why an episode ended (the values are what records and ``--json`` say)."""
 
-    SUBMITTED = "submitted"  # the model called submit with edits made
-    NO_PATCH = "no_patch"  # submit with nothing changed
+    SUBMITTED = "submitted"  # the model called submit (offered only once a file is changed)
     TURNS = "turn_budget"
     TOKENS = "token_budget"
     LOOPING = "looping"  # the same call again and again
@@ -57,8 +56,15 @@ class EpisodeConfig:
         unknown = sorted(set(self.tools or ()) - set(TOOL_NAMES))
         if unknown or self.tools == ():
             raise FrogNanoError(f"tools must name some of {', '.join(TOOL_NAMES)}; got {', '.join(unknown) or 'none'}")
+        if self.tools is not None and not {"apply", "edit"} & set(self.tools):
+            # submit is offered only once a file is changed (ToolBox.offered)
+            raise FrogNanoError("tools must include apply or edit: without a change, nothing can be submitted")
         if not 1 <= self.listed <= MAX_CANDIDATES:
             raise FrogNanoError(f"listed must be between 1 and {MAX_CANDIDATES}, got {self.listed}")
+
+    @property
+    def names(self) -> list[str]:
+        return [t["function"]["name"] for t in self.schemas]
 
     @property
     def schemas(self) -> list[dict]:
@@ -130,8 +136,10 @@ def run_episode(model: Model, toolbox: ToolBox, observation: str, config: Episod
                 episode.status = EpisodeStatus.CANCELLED
                 break
             try:
+                # Every tool is shown in the prompt (its text is the same at every turn); the
+                # grammar lets the reply call only the ones that can do something now.
                 gen = model.generate(messages, config.schemas, turn_sampling(config.sampling, turn), cancel=cancel,
-                                     constrain=config.constrain)
+                                     constrain=config.constrain, offered=toolbox.offered(config.names))
             except FrogNanoError as exc:
                 episode.status, episode.error = EpisodeStatus.MODEL_ERROR, str(exc)
                 break
@@ -152,9 +160,9 @@ def run_episode(model: Model, toolbox: ToolBox, observation: str, config: Episod
                 reply, result_terminal = result.text, result.terminal
             episode.turns.append(Turn(gen.text, gen.prompt_tokens, gen.completion_tokens,
                                       {"name": call.name, "arguments": call.arguments} if call else None, reply))
-            if result_terminal:
+            if result_terminal:  # submit, which the toolbox accepts only with a change made
                 episode.patch = toolbox.patch()
-                episode.status = EpisodeStatus.SUBMITTED if episode.patch else EpisodeStatus.NO_PATCH
+                episode.status = EpisodeStatus.SUBMITTED
                 break
             key = call.key() if call else gen.text
             repeats = repeats + 1 if key == last_key else 1

@@ -31,7 +31,7 @@ import logging
 import os
 import posixpath
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,7 +79,7 @@ TOOLS: list[dict] = [
     _tool("candidates", "List likely one-token fixes at the suspicious lines, numbered.", {}, []),
     _tool("apply", "Apply candidate number n from `candidates`.",
           {"n": {"type": "integer", "minimum": 1, "maximum": MAX_CANDIDATES}}, ["n"]),
-    _tool("submit", "Finish: the edits so far are the fix.", {}, []),
+    _tool("submit", "Finish: the edits so far are the fix (offered once a file is changed).", {}, []),
 ]
 TOOL_NAMES = [t["function"]["name"] for t in TOOLS]
 _SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
@@ -441,7 +441,19 @@ class ToolBox:
             lines.append(f"- {nodeid}: {run.tests[nodeid].summary}")
         return ToolResult(_bounded("\n".join(lines)))
 
+    def offered(self, names: Sequence[str]) -> list[str]:
+        """The tools of ``names`` a call can use now: ``submit`` only once the episode has changed
+        a file.  Submitting nothing ends an episode with nothing to show, so it is an action no
+        state makes useful; offering it anyway, an untrained policy gave up on a third of its
+        first turns, and training pulled the one ``submit`` choice both ways (away from it
+        before an edit, towards it after one).  The in-process backends' grammar offers exactly
+        these (invalid-action masking); a server-side model that calls ``submit`` early gets
+        the error below and goes on."""
+        return [n for n in names if n != "submit" or self.patch() is not None]
+
     def _tool_submit(self) -> ToolResult:
+        if self.patch() is None:
+            raise ToolError("nothing to submit: no file is changed yet; apply a candidate or edit a file first")
         return ToolResult("submitted", terminal=True)
 
     # -- the result -----------------------------------------------------------------------

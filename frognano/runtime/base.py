@@ -10,7 +10,7 @@ tests or repairs (DESIGN.md §1).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -105,6 +105,10 @@ class Model(Protocol):
         on_text: Callable[[str], None] | None = None,  # streaming: called with each new piece of text
         cancel: threading.Event | None = None,  # set -> stop soon with finish_reason "cancelled"
         constrain: bool = True,  # in-process backends: only well-formed tool calls can be sampled
+        # Names of the tools of ``tools`` the reply may call now (None: all).  The prompt still
+        # shows every tool, so its text does not change from turn to turn; where decoding is
+        # constrained, the grammar allows only these.  Others ignore it (the harness refuses).
+        offered: Sequence[str] | None = None,
     ) -> Generation: ...
 
     def close(self) -> None: ...

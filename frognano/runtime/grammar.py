@@ -52,6 +52,16 @@ def tool_functions(tools: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return functions
 
 
+def offered_tools(tools: Sequence[dict[str, Any]], offered: Sequence[str] | None) -> list[dict[str, Any]]:
+    """The schemas of ``tools`` whose names ``offered`` lists (all of them when it is None)."""
+    if offered is None:
+        return list(tools)
+    chosen = [t for t in tools if (t.get("function", t) if isinstance(t, dict) else {}).get("name") in offered]
+    if not chosen:
+        raise UsageError(f"none of the tools is offered (offered: {', '.join(offered) or 'none'})")
+    return chosen
+
+
 def tool_call_schema(tools: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """A JSON schema for ``{"name": ..., "arguments": ...}`` naming one of ``tools``."""
     cases = [

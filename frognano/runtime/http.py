@@ -30,7 +30,7 @@ import socket
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from .base import Generation, Message, ModelError, Sampling, ToolSchema, one_line
@@ -171,6 +171,9 @@ class OpenAIModel:
         on_text: Callable[[str], None] | None = None,
         cancel: threading.Event | None = None,
         constrain: bool = True,  # ignored: the server owns decoding (see the module docstring)
+        # Ignored too: sending fewer tools would change the server's rendering of the prompt
+        # (and its prompt cache) from turn to turn; the harness refuses a call not offered.
+        offered: Sequence[str] | None = None,
     ) -> Generation:
         sampling = sampling or Sampling()
         if cancel is not None and cancel.is_set():

@@ -35,7 +35,7 @@ from typing import Any, ClassVar
 
 from ..errors import UsageError
 from .base import Generation, Message, ModelError, Sampling, ToolSchema, one_line
-from .grammar import ToolCallGrammar, ToolCallMatcher
+from .grammar import ToolCallGrammar, ToolCallMatcher, offered_tools
 
 
 class LocalModel(abc.ABC):
@@ -135,6 +135,7 @@ class LocalModel(abc.ABC):
         on_text: Callable[[str], None] | None = None,
         cancel: threading.Event | None = None,
         constrain: bool = True,
+        offered: Sequence[str] | None = None,
     ) -> Generation:
         sampling = sampling or Sampling()
         trajectory = self.trajectory
@@ -149,7 +150,7 @@ class LocalModel(abc.ABC):
             if cancel is not None and cancel.is_set():
                 return Generation("", finish_reason="cancelled", prompt_tokens=len(prompt))
             try:
-                matcher = self._matcher(tools) if constrain and tools else None
+                matcher = self._matcher(offered_tools(tools, offered)) if constrain and tools else None
                 turn = Turn(self.decode, sampling.stop, self.eos_token_ids, on_text, cancel)
                 gen = self._generate(prompt, sampling, matcher, turn)
                 if trajectory is not None:

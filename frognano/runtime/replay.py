@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .base import Generation, Message, ModelError, Sampling, ToolSchema
@@ -41,7 +41,8 @@ class ReplayModel:
 
     def generate(self, messages: list[Message], tools: list[ToolSchema] | None = None,
                  sampling: Sampling | None = None, *, on_text: Callable[[str], None] | None = None,
-                 cancel: threading.Event | None = None, constrain: bool = True) -> Generation:
+                 cancel: threading.Event | None = None, constrain: bool = True,
+                 offered: Sequence[str] | None = None) -> Generation:
         if cancel is not None and cancel.is_set():
             return Generation("", finish_reason="cancelled")
         if self.position >= len(self.replies):

@@ -41,10 +41,11 @@ def _writer_class() -> Any:
 def scalars(row: dict, prefix: str = "") -> dict[str, float]:
     """The numeric fields of a metrics row as TensorBoard tags: ``train/loss``,
     ``eval/resolve_rate``, ``frontier/<family>``, ``ends/<status>``; ``step`` and
-    ``seconds`` are the axes, not scalars."""
+    ``seconds`` are the axes, not scalars, and ``paths`` (a step's commonest call sequences,
+    different ones from step to step) is no series: it stays in ``metrics.jsonl``."""
     out: dict[str, float] = {}
     for key, value in row.items():
-        if not prefix and key in ("step", "seconds"):
+        if not prefix and key in ("step", "seconds", "paths"):
             continue
         if isinstance(value, dict):
             out.update(scalars(value, f"{prefix}{key}/"))

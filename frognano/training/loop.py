@@ -55,6 +55,7 @@ import os
 import random
 import shutil
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,7 @@ __all__ = ["TrainResult", "train"]
 log = logging.getLogger(__name__)
 
 HELDOUT_SEED = 1000  # the synthesis seed of held-out tasks; training tasks use config.seed
+PATHS_KEPT = 6  # a step's commonest call sequences in its metrics
 
 
 @dataclass
@@ -259,6 +261,9 @@ def train(config: TrainConfig, run: Path, *, resume: bool = False, progress: Pro
             note = f"reward {row['reward_mean']:.2f}, zero-var {row['zero_variance_fraction']:.0%}"
             if "eval" in row:
                 note += f", held-out {row['eval']['resolve_rate']:.0%}"
+            if row["paths"]:  # what the policy does, at a glance
+                path, count = next(iter(row["paths"].items()))
+                note += f", mostly {path} ({count / sum(row['ends'].values()):.0%})"
             progress.update(step, config.steps, note)
         pool.close()  # training is over: no more rounds
         progress.phase("merging and exporting")
@@ -474,8 +479,9 @@ def _step(step, config, grpo, rollouts, folder, pool, sampler, rng, learner) -> 
 
     samples, outcomes = [], []
     groups = zero = refills = errors = 0
-    ends: dict[str, int] = {}  # how the step's episodes ended (submitted, no_patch, turns, ...)
+    ends: dict[str, int] = {}  # how the step's episodes ended (submitted, turns, ...)
     openers: dict[str, int] = {}  # their first tool calls: what a policy learns first shows here
+    paths: Counter[str] = Counter()  # their call sequences ("apply 1 > submit"), the commonest kept
     batch = [(f.key, pool.draw(f.key)) for f in sampler.sample(config.tasks_per_step)]
     while batch:
         requests = [(task, groups + i, [rng.randrange(1 << 30) for _ in range(config.group_size)])
@@ -489,6 +495,7 @@ def _step(step, config, grpo, rollouts, folder, pool, sampler, rng, learner) -> 
                 ends[r.status] = ends.get(r.status, 0) + 1
                 if r.calls:
                     openers[r.calls[0]] = openers.get(r.calls[0], 0) + 1
+                    paths[" > ".join(r.calls)] += 1
                 if r.status != "error":
                     sampler.update(Family.from_key(family), r.resolved)
                     outcomes.append(r.resolved)
@@ -513,7 +520,8 @@ def _step(step, config, grpo, rollouts, folder, pool, sampler, rng, learner) -> 
             "zero_variance_fraction": zero / groups if groups else 0.0, "errors": errors,
             "reward_mean": sum(rewards) / len(rewards) if rewards else 0.0,
             "resolved_rate": sum(outcomes) / len(outcomes) if outcomes else 0.0,
-            "ends": dict(sorted(ends.items())), "openers": dict(sorted(openers.items()))}
+            "ends": dict(sorted(ends.items())), "openers": dict(sorted(openers.items())),
+            "paths": dict(paths.most_common(PATHS_KEPT))}
 
 
 def _evaluate(envs: _Envs, heldout: list[EvalTask], config: TrainConfig) -> dict:

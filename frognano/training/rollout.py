@@ -33,11 +33,12 @@ log = logging.getLogger(__name__)
 class Rollout:
     sample: Sample
     resolved: bool
-    status: str  # the episode's end: submitted, no_patch, turn_budget, ..., or "error"
+    status: str  # the episode's end: submitted, turn_budget, ..., or "error"
     turns: int
     seconds: float
     error: str = ""
-    calls: tuple[str, ...] = ()  # the tools the episode called, in order (malformed calls: "?")
+    # The tools the episode called, in order ("apply 2" with its index; malformed calls: "?").
+    calls: tuple[str, ...] = ()
 
 
 def candidates_for(env: RepoEnv, state: TaskState):
@@ -80,9 +81,18 @@ def rollout(env: RepoEnv, state: TaskState, *, group: int, seed: int, tools: tup
     sample = Sample(trajectory.prompt_ids, trajectory.completion_ids, trajectory.mask, trajectory.logprobs,
                     scored.value, group, truncated=truncated, error=trajectory.misaligned,
                     allowed=list(trajectory.allowed) if constrained else None)
-    calls = tuple(t.call["name"] if t.call else "?" for t in episode.turns)
+    calls = tuple(_label(t.call) for t in episode.turns)
     return Rollout(sample, scored.resolved, str(episode.status), len(episode.turns), episode.seconds,
                    "misaligned token sequence" if trajectory.misaligned else "", calls)
+
+
+def _label(call: dict | None) -> str:
+    """A call as the step's metrics count it: the tool, and ``apply``'s index (the choice a
+    policy that picks among candidates learns)."""
+    if call is None:
+        return "?"
+    n = call["arguments"].get("n") if call["name"] == "apply" else None
+    return call["name"] if n is None else f"apply {n}"
 
 
 def _empty(trajectory: Trajectory, group: int) -> Sample:

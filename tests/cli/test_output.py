@@ -127,12 +127,13 @@ def test_singular_counts(make_project):
 def test_model_episodes_have_their_own_heading(make_project, tmp_path):
     replies = tmp_path / "replies.json"
     replies.write_text(json.dumps(['<tool_call>{"name": "submit", "arguments": {}}</tool_call>']))
-    root = make_project(UNFIXABLE)
+    # One turn: the submit (of nothing, refused) ends the episode at its turn budget.
+    root = make_project({**UNFIXABLE, "pyproject.toml": "[tool.frognano]\nmax_turns = 1\n"})
     proc = cli("fix", str(root), "--model", f"replay:{replies}", "--episodes", "1")
     out = proc.stdout
     suspects = out[out.index("Suspicious lines"):out.index("Model episodes")]
     assert "episode" not in suspects
-    assert re.search(r"Model episodes\n  episode 1: \w+, 1 turn, 0 malformed calls, \d+ tokens — ", out), out
+    assert re.search(r"Model episodes\n  episode 1: turn_budget, 1 turn, 0 malformed calls, \d+ tokens — ", out), out
     assert "let a model try" not in out  # one did
 
 

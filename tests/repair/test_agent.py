@@ -12,8 +12,9 @@ import pytest
 from frognano.errors import FrogNanoError
 
 from frognano.config import Settings
+from frognano.repair.agent import EpisodeConfig
 from frognano.repair.engine import Engine
-from frognano.repair.harness import ToolCall, parse_tool_call, render_tool_call
+from frognano.repair.harness import TOOL_NAMES, ToolCall, parse_tool_call, render_tool_call
 from frognano.runtime.replay import ReplayModel
 from frognano.sandbox.workspace import Workspace
 
@@ -115,6 +116,29 @@ def test_candidates_and_apply_tools(example):
     report = fix_with(project, [call("candidates"), call("apply", n=n), call("run_tests"), call("submit")],
                       max_candidates=1)
     assert report.status == "fixed" and report.fix.source == "model"
+
+
+def test_submit_is_offered_only_once_a_file_is_changed(example):
+    """Submitting nothing is refused like any tool error (the episode goes on), and the tools
+    offered to the model's grammar leave ``submit`` out until an edit exists."""
+    offered = []
+
+    class Recording(ReplayModel):
+        def generate(self, messages, tools=None, sampling=None, **kwargs):
+            offered.append(kwargs.get("offered"))
+            return super().generate(messages, tools, sampling, **kwargs)
+
+    path, old, new = SCRIPTS["calc"]
+    replies = [call("submit"), call("edit", path=path, old=old, new=new), call("submit")]
+    with Workspace(example("calc")) as ws, Engine(ws, Settings(**NO_SEARCH, episodes=1), model=Recording(replies)) as engine:
+        report = engine.fix()
+    assert report.status == "fixed" and report.fix.source == "model"
+    (episode,) = report.episodes
+    assert episode.turns[0].result.startswith("error: nothing to submit") and episode.malformed == 0
+    assert [("submit" in names) for names in offered] == [False, False, True]
+    assert len(offered[0]) == len(TOOL_NAMES) - 1
+    with pytest.raises(FrogNanoError, match="apply or edit"):
+        EpisodeConfig(tools=("candidates", "submit"))
 
 
 def test_garbage_model_ends_cleanly_unfixed(example):
@@ -230,7 +254,6 @@ def test_a_seeded_episode_draws_each_turn_from_its_own_stream():
 
 
 def test_a_shorter_candidate_list_bounds_apply_in_the_schema():
-    from frognano.repair.agent import EpisodeConfig
     from frognano.repair.harness import MAX_CANDIDATES, TOOLS
 
     def n_max(config):

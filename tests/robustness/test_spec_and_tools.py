@@ -39,7 +39,9 @@ def raw(body: str) -> str:
 
 
 def fix_with(project, replies, **settings):
-    settings = {**NO_SEARCH, "episodes": 1, **settings}
+    # The script is the whole episode: its last reply is the last turn.  A script whose edits
+    # were all refused ends at the turn budget (submitting nothing is refused too).
+    settings = {**NO_SEARCH, "episodes": 1, "max_turns": len(replies), **settings}
     with Workspace(project) as ws, Engine(ws, Settings(**settings), model=ReplayModel(replies)) as engine:
         return engine.fix()
 
@@ -72,7 +74,7 @@ def test_assert_true_hack_ends_unfixed_with_exit_1(example, outside, tmp_path):
         call("submit"),
     ]))
     pyproject = project / "pyproject.toml"
-    pyproject.write_text(pyproject.read_text() + "\n[tool.frognano]\nmax_candidates = 0\nmax_pairs = 0\n")
+    pyproject.write_text(pyproject.read_text() + "\n[tool.frognano]\nmax_candidates = 0\nmax_pairs = 0\nmax_turns = 3\n")
     outside.watch(project)
     proc = subprocess.run([sys.executable, "-m", "frognano", "fix", str(project), "--model", f"replay:{script}",
                            "--episodes", "1", "--json"], capture_output=True, text=True, timeout=300)

@@ -80,6 +80,26 @@ def test_forced_text_is_one_split_and_choices_are_left_where_the_call_differs(co
     assert len(tails) == 1, tails
 
 
+def test_the_grammar_calls_only_the_offered_tools_while_the_prompt_shows_them_all(constrained):
+    """``offered`` narrows what the reply may call, not what the prompt says: the same prompt
+    tokens, and the tool choice offers one token per offered tool."""
+    model = constrained
+    offered = [t["function"]["name"] for t in TOOLS if t["function"]["name"] != "submit"][:3]
+    names = set()
+    for seed in range(8):
+        gen = model.generate(MESSAGES, TOOLS, Sampling(temperature=1.0, seed=seed, max_tokens=1024, logprobs=True),
+                             constrain=True, offered=offered)
+        call = parse_call(gen.text)
+        assert call is not None and call[0] in offered, gen.text
+        names.add(call[0])
+        assert next(c for c in _choices(gen) if c > 1) == len(offered)
+    assert len(names) > 1
+    full = model.generate(MESSAGES, TOOLS, Sampling(temperature=1.0, seed=0, max_tokens=1024), constrain=True)
+    assert full.prompt_tokens == gen.prompt_tokens  # the prompt shows every tool either way
+    with pytest.raises(UsageError, match="none of the tools"):
+        model.generate(MESSAGES, TOOLS, Sampling(max_tokens=8), constrain=True, offered=["nope"])
+
+
 def test_unconstrained_random_model_does_not_call_tools(model):
     for seed in range(3):
         gen = model.generate(MESSAGES, TOOLS, Sampling(temperature=1.0, seed=seed, max_tokens=60), constrain=False)

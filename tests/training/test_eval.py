@@ -39,9 +39,12 @@ SCRIPT = [
     _call("edit", path=OPS, old="return -b", new="return -a"),
     _call("edit", path=OPS, old="    return a\n", new="    return -a\n"),
     _call("submit"),
-    # B, episode 1: the same read twice, then submit with nothing changed -> unresolved, no patch.
+    # B, episode 1: the same read twice, then submit with nothing changed, refused three times
+    # in a row (submit is offered only once a file is changed) -> looping, unresolved, no patch.
     _call("read", path=OPS),
     _call("read", path=OPS),
+    _call("submit"),
+    _call("submit"),
     _call("submit"),
 ]
 
@@ -66,19 +69,20 @@ def test_a_scripted_model_gives_exactly_the_metrics_known_in_advance(scripted, t
     a1, b0, b1 = by["arith.A", 1], by["arith.B", 0], by["arith.B", 1]
     assert (a1["regressions"], a1["ever_passed"], a1["invalid_calls"], a1["turns"]) == ([MUL], True, 1, 5)
     assert (b0["met_error"], b0["turns"], b0["source"]) == (True, 3, "model")
-    assert (b1["has_patch"], b1["identical_retries"], b1["episode_status"]) == (False, 1, "no_patch")
+    assert (b1["has_patch"], b1["identical_retries"], b1["episode_status"]) == (False, 3, "looping")
+    assert (b1["met_error"], b1["turns"]) == (True, 5)
     s = summarize(run.rows).overall
     assert (s.tasks, s.episodes, s.errors, s.resolved) == (2, 4, 0, 2)
     assert s.resolve_rate == 0.5
     assert s.pass_at == {1: 0.5, 2: 1.0}  # each task: 1 of 2 attempts; pass@2 = 1 - C(1,2)/C(2,2)
     assert s.pass_hat == {1: 0.5, 2: 0.0}
     assert s.sr_at == {1: 0.0, 2: 0.0, 4: 0.5, 5: 0.5}  # both wins took 3 turns; the longest episode 5
-    assert s.error_recovery_rate == 1.0  # B0 met a failed edit and still resolved
+    assert s.error_recovery_rate == 0.5  # B0 met a failed edit and still resolved; B1 never recovered
     assert s.regression_rate == pytest.approx(1 / 3)  # A1 among the three episodes with a patch
     assert s.lost_solution_rate == 0.5  # A0 and A1 passed everything once; A1 lost it
-    assert s.identical_retry_rate == pytest.approx(1 / 14)
-    assert s.invalid_call_rate == pytest.approx(1 / 14)
-    assert s.mean_turns == 3.5
+    assert s.identical_retry_rate == pytest.approx(3 / 16)  # B1: read, read; submit, submit, submit
+    assert s.invalid_call_rate == pytest.approx(1 / 16)
+    assert s.mean_turns == 4
     assert s.mean_tokens > 0
 
 

@@ -87,7 +87,8 @@ def test_metric_rows_become_tensorboard_tags():
     from frognano.training.board import scalars
 
     row = {"step": 3, "seconds": 9.5, "loss": -0.1, "stepped": 1.0, "eval": {"resolve_rate": 0.25, "ci": [0.1, 0.4]},
-           "frontier": {"arith-b1-function-d0": 0.4}, "ends": {"submitted": 5}, "note": "x", "nan": float("nan")}
+           "frontier": {"arith-b1-function-d0": 0.4}, "ends": {"submitted": 5}, "note": "x", "nan": float("nan"),
+           "paths": {"apply 1 > submit": 4}}
     assert scalars(row) == {"train/loss": -0.1, "train/stepped": 1.0, "eval/resolve_rate": 0.25,
                             "frontier/arith-b1-function-d0": 0.4, "ends/submitted": 5.0}
 
@@ -112,6 +113,11 @@ def test_the_tiny_preset_trains_and_its_model_serves(trained, tmp_path):
     for r in rows:  # reward, dynamic sampling and the frontier, every step
         assert {"reward_mean", "zero_variance_fraction", "refills", "frontier", "stepped"} <= set(r)
         assert r["frontier"] and all(0 <= p <= 1 for p in r["frontier"].values())
+        # What the episodes did: the commonest call sequences, with apply's index; never an
+        # opening submit (it is offered once a file is changed).
+        assert r["paths"] and all(name.split(" ")[0] in ("candidates", "apply", "submit", "?")
+                                  for path in r["paths"] for name in path.split(" > "))
+        assert "submit" not in r["openers"] and not any(p.startswith("submit") for p in r["paths"])
     assert "eval" in rows[1] and "eval" in rows[2] and rows[2]["eval"]["tasks"] > 0
     board = _board(run)  # the same rows, live in TensorBoard
     assert board["train/reward_mean"] == [1, 2, 3] and board["eval/resolve_rate"] == [0, 2, 3]
