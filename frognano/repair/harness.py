@@ -444,7 +444,7 @@ class ToolBox:
     def offered(self, names: Sequence[str]) -> list[str]:
         """The tools of ``names`` a call can use now: ``submit`` only once the episode has changed
         a file.  Submitting nothing ends an episode with nothing to show, so it is an action no
-        state makes useful; offering it anyway, an untrained policy gave up on a third of its
+        state makes useful; offering it anyway, an untrained policy gave up on two in five of its
         first turns, and training pulled the one ``submit`` choice both ways (away from it
         before an edit, towards it after one).  The in-process backends' grammar offers exactly
         these (invalid-action masking); a server-side model that calls ``submit`` early gets
