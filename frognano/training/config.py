@@ -179,8 +179,8 @@ PRESETS: dict[str, dict[str, Any]] = {
     # apply at once, submit after applying, and which index.  2 candidates listed: the search
     # ranks its edits, and on the training pools its first fixes 8-19% of tasks and its second
     # 3-8%, a choice that pays the same way in every pool; the third fixed 3-22% depending on
-    # the pool, so with 3 listed the policy learned whichever index its own pool favoured and
-    # fell on the held-out tasks (measured: 0.068 -> 0.021, 0.063 -> 0.047).  Steps of 8 groups
+    # the pool, and with 3 listed the policy settled on an index the held-out tasks do not
+    # favour (measured: 0.063 -> 0.047 on "apply 3", 0.068 -> 0.021 on "apply 2").  Steps of 8 groups
     # of 8: more tasks per update average that choice's noisy signal (groups of 16 on 4 tasks
     # made the index wander from step to step); an untrained policy resolves ~7% of episodes,
     # so a group of 8 holds a success about half the time.  One background synthesis round,
