@@ -56,7 +56,7 @@ def offered_tools(tools: Sequence[dict[str, Any]], offered: Sequence[str] | None
     """The schemas of ``tools`` whose names ``offered`` lists (all of them when it is None)."""
     if offered is None:
         return list(tools)
-    chosen = [t for t in tools if (t.get("function", t) if isinstance(t, dict) else {}).get("name") in offered]
+    chosen = [t for t, fn in zip(tools, tool_functions(tools)) if fn["name"] in offered]
     if not chosen:
         raise UsageError(f"none of the tools is offered (offered: {', '.join(offered) or 'none'})")
     return chosen
