@@ -92,6 +92,24 @@ def main() -> None:
     Every fix it offers was proven in an isolated copy of the project: the failing tests pass
     and the tests that passed before still pass.  Your files are only written with --apply.
     """
+    _terminate_like_interrupt()
+
+
+def _terminate_like_interrupt() -> None:
+    """SIGTERM (a CI job cancelled, ``kill``, a supervisor stopping the process) unwinds the
+    stack as Ctrl-C does, so that shadow copies are released and a model episode's record is
+    written in its ``finally`` (the default action ends the process on the spot)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return  # signal handlers can only be set from the main thread (tests call main in others)
+
+    def terminate(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+        signal.signal(signal.SIGTERM, terminate)
 
 
 @main.command()

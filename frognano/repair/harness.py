@@ -456,6 +456,10 @@ class ToolBox:
             raise ToolError("nothing to submit: no file is changed yet; apply a candidate or edit a file first")
         return ToolResult("submitted", terminal=True)
 
+    def state(self) -> int:
+        """The episode's files as changed so far: equal states give equal tool results."""
+        return hash(tuple(sorted((rel, text) for rel, text in self.texts.items() if text != self.originals.get(rel))))
+
     # -- the result -----------------------------------------------------------------------
     def patch(self) -> Patch | None:
         edits = tuple(FileEdit(rel, self.originals[rel], text) for rel, text in sorted(self.texts.items())

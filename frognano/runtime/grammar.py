@@ -8,12 +8,22 @@ out (``", "`` and ``": "``, no other whitespace), so a constrained reply re-rend
 tokens in the next turn's prompt and the prompt cache keeps it.  ``tool_call_text`` writes a call
 in that same text form (how ``http.py`` shows a server's structured calls to the harness).
 
-A choice is left to the model only where calls can differ.  Text the grammar forces (the keys,
-the punctuation, the rest of a name once it is determined) is forced as one split of tokens,
-the longest pieces; and the tool's name is one token per tool still possible.  Otherwise the
-model would spell one call many ways ("n" + "ame" or "name"), a sampler would spread a choice's
-probability over its spellings, and a trainer would credit spellings instead of choices: with a
-random tiny model, that was most of what a rollout's tokens were.
+A choice is left to the model only where calls can differ, and the tokens are the ones the
+model's own tokenizer would write.  Text the grammar forces (the keys, the punctuation, the rest
+of a name once it is determined) is emitted as the tokenizer's encoding of the reply so far plus
+that text, one token at a time; where the last of those tokens could merge with what the model
+chooses next (`` {`` + ``"`` is `` {"`` in a byte-level BPE), the model chooses among the
+merged tokens and the bare one (offered only where some continuation leaves it as the tokenizer
+would), so the boundary falls where the tokenizer puts it.  The tool's name is one token per
+tool still possible: the first token of the tokenizer's encoding of the rest of each name.
+Otherwise the model would spell one call many ways ("n" + "ame" or "name"), a sampler would
+spread a choice's probability over its spellings, a trainer would credit spellings instead of
+choices, and a pretrained model would be driven through token sequences it never saw (and the
+next turn's re-encoded prompt would part from the prompt cache at the first odd split).
+
+Arrays and strings are bounded (``bounded_schema``): a selection of at most ``MAX_ITEMS`` ids,
+strings of at most ``MAX_STRING`` characters, so a constrained reply always closes; near the end
+of its token budget a reply is steered to close (``ToolCallMatcher.closing``).
 
 Free of mlx and torch; xgrammar and numpy are imported only when a grammar is built.
 """
@@ -28,6 +38,12 @@ from ..errors import UsageError
 from .base import one_line
 
 OPEN_TAG = "<tool_call>"
+MAX_ITEMS = 16  # entries of an array argument (a test selection)
+MAX_STRING = 4000  # characters of a string argument (a path, a pattern, an edit's old or new text)
+# Tokens before the end of a reply's budget at which a constrained reply is steered to close
+# (``ToolCallMatcher.closing``): the longest closing of a harness call (an edit with its last
+# two strings still to open and close) takes fewer.
+CLOSE_MARGIN = 24
 NAME_KEY = b'{"name": "'  # the call's first key, as the grammar lays it out
 CLOSE_TAG = "</tool_call>"
 
@@ -67,13 +83,35 @@ def tool_call_schema(tools: Sequence[dict[str, Any]]) -> dict[str, Any]:
     cases = [
         {
             "type": "object",
-            "properties": {"name": {"const": fn["name"]}, "arguments": fn["parameters"]},
+            "properties": {"name": {"const": fn["name"]}, "arguments": bounded_schema(fn["parameters"])},
             "required": ["name", "arguments"],
             "additionalProperties": False,
         }
         for fn in tool_functions(tools)
     ]
     return cases[0] if len(cases) == 1 else {"anyOf": cases}
+
+
+def bounded_schema(schema: Any) -> Any:
+    """``schema`` with every array and string given an upper bound (``MAX_ITEMS``, ``MAX_STRING``)
+    where it has none: unbounded, a weak model fills a selection with the same id or a string with
+    spaces until its token budget runs out, and the reply never closes."""
+    if isinstance(schema, list):
+        return [bounded_schema(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: bounded_schema(v) for k, v in schema.items()}
+    if out.get("type") == "array":
+        out.setdefault("maxItems", MAX_ITEMS)
+    if out.get("type") == "string" and not {"enum", "const", "pattern", "maxLength"} & set(out):
+        # As a pattern, not maxLength: xgrammar 0.2's maxLength also lets raw control characters
+        # into the string (invalid JSON).  One unit is a character or one JSON escape.
+        out["pattern"] = _JSON_CHARS + "{0,%d}" % MAX_STRING
+    return out
+
+
+# One character of a JSON string: anything but a quote, a backslash or a control character, or an escape.
+_JSON_CHARS = r'([^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})'
 
 
 def _import_xgrammar():
@@ -125,14 +163,34 @@ class ToolCallGrammar:
             self.tags[tag_id] = frozenset(
                 i for i, piece in enumerate(decoded) if piece and len(piece) < len(raw) and raw.startswith(piece)
             )
-        # Each ordinary token's bytes (the first id where several spell the same), for forcing
-        # one split of the text the grammar forces (``ToolCallMatcher.allowed``).
+        # Each ordinary token's bytes (the first id where several spell the same), for the
+        # fallback split of forced text where the tokenizer's own encoding cannot be followed.
         skip = set(self.banned) | set(stop_token_ids) | set(self.tags)
         self.pieces: dict[bytes, int] = {}
         self.spelling: list[bytes] = list(decoded[:vocab_size])
         for i, piece in enumerate(decoded[:vocab_size]):
             if piece and i not in skip:
                 self.pieces.setdefault(piece, i)
+        self.encode = _encoder(tokenizer)
+        # For each token, the longer tokens that start with its bytes (what a forced piece can
+        # merge into) and the tokens that merge with it into one token (``a`` + ``b`` spelled
+        # by a single token): where the bare forced token is chosen, those cannot follow it in
+        # the tokenizer's own encoding.
+        import numpy as np
+
+        longer: dict[bytes, list[int]] = {}
+        partners: dict[int, list[int]] = {}
+        for i, piece in enumerate(self.spelling):
+            if not piece or i in skip:
+                continue
+            for k in range(1, len(piece)):
+                head = piece[:k]
+                longer.setdefault(head, []).append(i)
+                a, b = self.pieces.get(head), self.pieces.get(piece[k:])
+                if a is not None and b is not None:
+                    partners.setdefault(a, []).append(b)
+        self.longer = {k: np.asarray(v, dtype=np.int64) for k, v in longer.items()}
+        self.partners = {k: np.asarray(sorted(set(v)), dtype=np.int64) for k, v in partners.items()}
 
     def compile(self, tools: Sequence[dict[str, Any]]) -> Any:
         key = json.dumps(tool_functions(tools), sort_keys=True)
@@ -155,8 +213,24 @@ class ToolCallGrammar:
 
     def matcher(self, tools: Sequence[dict[str, Any]]) -> ToolCallMatcher:
         names = [fn["name"] for fn in tool_functions(tools)]
-        return ToolCallMatcher(self.compile(tools), self.vocab_size, self.tags, self.banned, self.pieces,
-                               self.spelling, names)
+        return ToolCallMatcher(self.compile(tools), self, names)
+
+
+def _encoder(tokenizer: Any) -> Any:
+    """``text -> token ids`` with the tokenizer's own encoding (no special tokens added), or None
+    for a tokenizer that cannot encode (then forced text falls back to the longest pieces)."""
+    encode = getattr(tokenizer, "encode", None)
+    if encode is None:
+        return None
+
+    def run(text: str) -> list[int]:
+        return list(encode(text, add_special_tokens=False))
+
+    try:
+        run("{")
+    except Exception:  # noqa: BLE001 - a tokenizer object without a usable encode
+        return None
+    return run
 
 
 class ToolCallMatcher:
@@ -164,40 +238,57 @@ class ToolCallMatcher:
 
     Call ``allowed()`` before each sampling step (a numpy bool mask over the vocabulary, or
     ``None`` once the call and its end-of-turn token are complete) and ``accept(token)`` after.
+    ``closing = True`` (set by the decode loop near the end of its token budget) steers the
+    reply to its end: where the grammar lets a string, an array or an object close, only the
+    closing tokens stay allowed.
     """
 
-    def __init__(
-        self, compiled: Any, vocab_size: int, tags: dict[int, frozenset[int]] | None = None, banned: Sequence[int] = (),
-        pieces: dict[bytes, int] | None = None, spelling: Sequence[bytes] = (), names: Sequence[str] = (),
-    ) -> None:
+    # A forced token whose next step allows more tokens than this is taken as standing alone
+    # (free text follows: a string's content); below it, each next token is checked with the
+    # tokenizer, so the bare token is offered only where it really is the tokenizer's choice.
+    _EXACT_CHECK = 64
+
+    def __init__(self, compiled: Any, vocab: ToolCallGrammar, names: Sequence[str] = ()) -> None:
         import numpy as np
 
         xgr = _import_xgrammar()
         self._np = np
+        self._xgr = xgr
         self._matcher = xgr.GrammarMatcher(compiled)
-        self._bitmask = xgr.allocate_token_bitmask(1, vocab_size)
-        self._vocab_size = vocab_size
-        self._tags = tags or {}
-        self._banned = np.asarray(list(banned), dtype=np.int64)
-        self._pieces = pieces or {}
+        self._bitmask = xgr.allocate_token_bitmask(1, vocab.vocab_size)
+        self._vocab_size = vocab.vocab_size
+        self._vocab = vocab
+        self._tags = vocab.tags
+        self._banned = np.asarray(list(vocab.banned), dtype=np.int64)
+        self._pieces = vocab.pieces
         self._longest = max(map(len, self._pieces), default=0)
-        self._spelling = spelling or []
+        self._spelling = vocab.spelling
         self._names = [n.encode() for n in names]
-        self._reply = bytearray()  # the bytes accepted until the tool's name is complete
-        self._named = False  # its closing quote is out: nothing more to track (arguments can be long)
+        self._ids: list[int] = []  # the tokens accepted so far
+        self._bytes = bytearray()  # their bytes
+        self._named = False  # the tool's name is complete (its closing quote is out)
+        # After a bare forced token was offered: the tokens that may follow it (None: any but
+        # its merge partners), keyed by that token.
+        self._after: tuple[int, Any] | None = None
+        self.closing = False
 
     @property
     def done(self) -> bool:
         return self._matcher.is_terminated()
 
+    def _grammar_mask(self, matcher: Any = None):
+        np = self._np
+        (matcher or self._matcher).fill_next_token_bitmask(self._bitmask)
+        bits = np.unpackbits(self._bitmask.numpy().view(np.uint8), bitorder="little")[: self._vocab_size]
+        mask = bits.astype(bool)
+        mask[self._banned] = False
+        return mask
+
     def allowed(self):
         if self.done:
             return None
         np = self._np
-        self._matcher.fill_next_token_bitmask(self._bitmask)
-        bits = np.unpackbits(self._bitmask.numpy().view(np.uint8), bitorder="little")[: self._vocab_size]
-        mask = bits.astype(bool)
-        mask[self._banned] = False
+        mask = self._grammar_mask()
         for tag, prefixes in self._tags.items():
             # Only where the grammar wants the tag itself: everything allowed spells a piece of it.
             if mask[tag] and mask.sum() <= len(prefixes) + 1 and prefixes.issuperset(
@@ -206,33 +297,141 @@ class ToolCallMatcher:
                 mask[:] = False
                 mask[tag] = True
                 return mask
-        # Where the grammar forces the next characters (the JSON's keys and punctuation, the
-        # rest of a tool name once its first piece is out), it would still let the model spell
-        # them with any split the vocabulary has ("n" + "ame" or "name").  Such splits are no
-        # choice: they change nothing in the call, yet a sampler draws them and a trainer would
-        # credit them.  Forcing one split (xgrammar's jump-forward tokens: the longest pieces)
-        # leaves the model choosing only where the call can differ: which tool, which arguments.
+        self._follow_bare(mask)
         forced = self._matcher.find_jump_forward_string().encode() if self._pieces else b""
-        token = self._longest_piece(forced, mask)
-        if token is not None:
+        choice = self._forced(forced, mask) if forced else self._name_choice(mask)
+        if choice:
             mask[:] = False
-            mask[token] = True
-            return mask
-        # Choosing the tool is the same: "s", "su", "sub" and "submit" are one choice spelled
-        # four ways, and a sampler (or a trainer) would split that choice's probability among
-        # them.  Each tool still possible gets one token: the longest piece of the rest of its
-        # name.  (Where one name ends and another goes on, the closing quote is a choice too,
-        # and the grammar's mask is kept.)
-        start = self._reply.find(NAME_KEY) if self._names and not self._named else -1
-        if start >= 0:
-            spelled = bytes(self._reply[start + len(NAME_KEY):])
-            rests = [n[len(spelled):] for n in self._names if n.startswith(spelled)]
-            if rests and all(rests):
-                firsts = {self._longest_piece(rest, mask) for rest in rests} - {None}
-                if firsts:
-                    mask[:] = False
-                    mask[sorted(firsts)] = True
+            mask[sorted(choice)] = True
+        elif self.closing:
+            self._close(mask)
         return mask
+
+    # -- the tokenizer's own encoding ----------------------------------------------------------
+
+    def _text(self) -> str | None:
+        try:
+            return self._bytes.decode("utf-8")
+        except UnicodeDecodeError:  # inside a character: no encoding to follow at this step
+            return None
+
+    def _continuations(self, more: str) -> list[int] | None:
+        """The tokenizer's encoding of the reply so far plus ``more``, past the tokens already
+        accepted; None where it does not begin with them (the reply has left its encoding)."""
+        text = self._text()
+        if text is None or self._vocab.encode is None:
+            return None
+        ids = self._vocab.encode(text + more)
+        n = len(self._ids)
+        return ids[n:] if ids[:n] == self._ids and len(ids) > n else None
+
+    def _forced(self, forced: bytes, mask) -> set[int] | None:
+        """The tokens that may spell the start of the forced text ``forced`` (see the module
+        docstring); None where the encoding cannot be followed (the longest piece is forced)."""
+        try:
+            rest = self._continuations(forced.decode("utf-8"))
+        except UnicodeDecodeError:
+            rest = None
+        if rest is None:
+            token = self._longest_piece(forced, mask)
+            return None if token is None else {token}
+        first = rest[0]
+        if len(rest) >= 2 or not 0 <= first < self._vocab_size:
+            return {first} if 0 <= first < self._vocab_size and mask[first] else None
+        # One token covers the rest of the forced text: the model's next choice may merge into it.
+        np = self._np
+        longer = self._vocab.longer.get(self._spelling[first], np.empty(0, dtype=np.int64))
+        choice = {int(t) for t in longer[mask[longer]]} if len(longer) else set()
+        if mask[first] and self._bare_stands(first, forced.decode("utf-8")):
+            choice.add(first)
+        return choice or None
+
+    def _bare_stands(self, token: int, forced: str) -> bool:
+        """Whether ``token`` alone can be the tokenizer's choice: some token the grammar allows
+        after it stays apart from it in the tokenizer's encoding.  Records what may follow it."""
+        np = self._np
+        probe = self._matcher.fork()
+        if not probe.accept_token(int(token)):
+            return False
+        if probe.is_terminated():
+            self._after = (token, None)
+            return True
+        after = np.flatnonzero(self._grammar_mask(probe))
+        partners = self._vocab.partners.get(token)
+        if partners is not None:
+            after = np.setdiff1d(after, partners, assume_unique=False)
+        if len(after) > self._EXACT_CHECK:
+            self._after = (token, None)
+            return True
+        text = self._text()
+        if text is None or self._vocab.encode is None:
+            return False
+        n = len(self._ids)
+        ok = []
+        for t in after:
+            t = int(t)
+            try:
+                piece = self._spelling[t].decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            if not piece:  # a special token (end of turn): it never merges
+                ok.append(t)
+                continue
+            if self._vocab.encode(text + forced + piece)[n:n + 2] == [token, t]:
+                ok.append(t)
+        if ok:
+            self._after = (token, np.asarray(ok, dtype=np.int64))
+        return bool(ok)
+
+    def _follow_bare(self, mask) -> None:
+        """After a bare forced token, leave out what would have merged with it."""
+        after, self._after = self._after, None
+        if after is None or not self._ids or self._ids[-1] != after[0]:
+            return
+        token, ok = after
+        if ok is None:
+            partners = self._vocab.partners.get(token)
+            if partners is not None and mask.sum() > len(partners):
+                kept = mask.copy()
+                kept[partners] = False
+                if kept.any():
+                    mask[:] = kept
+            return
+        kept = self._np.zeros_like(mask)
+        kept[ok] = mask[ok]
+        if kept.any():
+            mask[:] = kept
+
+    def _name_choice(self, mask) -> set[int] | None:
+        """Choosing the tool is one choice, not a spelling: each tool still possible gets one
+        token, the first of the tokenizer's encoding of the rest of its name.  (Where one name
+        ends and another goes on, the closing quote is a choice too, and the grammar's mask is
+        kept.)"""
+        start = self._bytes.find(NAME_KEY) if self._names and not self._named else -1
+        if start < 0:
+            return None
+        spelled = bytes(self._bytes[start + len(NAME_KEY):])
+        rests = [n[len(spelled):] for n in self._names if n.startswith(spelled)]
+        if not rests or not all(rests):
+            return None
+        firsts = set()
+        for rest in rests:
+            ids = self._continuations(rest.decode("utf-8") + '"')
+            token = ids[0] if ids else self._longest_piece(rest, mask)
+            if token is not None and 0 <= token < self._vocab_size and mask[token]:
+                firsts.add(token)
+        return firsts or None
+
+    def _close(self, mask) -> None:
+        """Near the end of the budget: where a token that closes something (a quote, a bracket)
+        is allowed, only those; the JSON then closes within a few tokens."""
+        np = self._np
+        allowed = np.flatnonzero(mask)
+        closers = [int(t) for t in allowed
+                   if self._spelling[t][:1] in (b'"', b"]", b"}") or not self._spelling[t]]
+        if closers:
+            mask[:] = False
+            mask[closers] = True
 
     def _longest_piece(self, text: bytes, mask) -> int | None:
         """The allowed token spelling the longest start of ``text`` (None: none does)."""
@@ -246,8 +445,11 @@ class ToolCallMatcher:
         if self.done:
             return True
         ok = self._matcher.accept_token(int(token_id))
-        if ok and not self._named and 0 <= token_id < len(self._spelling):
-            self._reply += self._spelling[token_id]
-            start = self._reply.find(NAME_KEY)
-            self._named = start >= 0 and b'"' in self._reply[start + len(NAME_KEY):]
+        if ok:
+            self._ids.append(int(token_id))
+            if 0 <= token_id < len(self._spelling):
+                self._bytes += self._spelling[token_id]
+            if not self._named:
+                start = self._bytes.find(NAME_KEY)
+                self._named = start >= 0 and b'"' in self._bytes[start + len(NAME_KEY):]
         return ok

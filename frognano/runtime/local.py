@@ -36,6 +36,7 @@ from typing import Any, ClassVar
 from ..errors import UsageError
 from .base import Generation, Message, ModelError, Sampling, ToolSchema, one_line
 from .grammar import ToolCallGrammar, ToolCallMatcher, offered_tools
+from .prompt import prompt_messages, template_shows_tools
 
 
 class LocalModel(abc.ABC):
@@ -57,6 +58,7 @@ class LocalModel(abc.ABC):
         self.eos_token_ids = eos_token_ids
         self.cache_prompt = cache_prompt
         self._grammar: ToolCallGrammar | None = None
+        self._shows_tools: bool | None = None  # template_shows_tools, once asked
         self._lock = threading.Lock()
         self._cache: Any = None  # the framework's KV cache, or None
         self._cached: list[int] = []  # the tokens whose keys and values the cache holds
@@ -85,13 +87,28 @@ class LocalModel(abc.ABC):
     # -- prompts --------------------------------------------------------------------------
 
     def render(self, messages: list[Message], tools: list[ToolSchema] | None = None) -> str:
-        """The chat template applied to ``messages`` (and ``tools``), ready for the reply."""
+        """The chat template applied to ``messages`` (and ``tools``), ready for the reply.
+
+        Tool results are user turns and, where the template ignores ``tools``, the tools are in
+        the system prompt (``prompt.py``): the same text the HTTP backend sends a server.
+        """
+        chat, shown = prompt_messages(messages, tools, self.template_shows_tools)
         try:
-            return self.hf_tokenizer.apply_chat_template(
-                messages, tools=tools or None, add_generation_prompt=True, tokenize=False
-            )
+            return self._apply_template(chat, shown)
         except Exception as exc:
             raise UsageError(f"{self.name}: cannot render the chat template: {one_line(exc)}") from None
+
+    def _apply_template(self, messages: list[Message], tools: list[ToolSchema] | None) -> str:
+        return self.hf_tokenizer.apply_chat_template(
+            messages, tools=tools or None, add_generation_prompt=True, tokenize=False
+        )
+
+    @property
+    def template_shows_tools(self) -> bool:
+        """Whether the chat template lists the tools it is given (SmolLM2's does not)."""
+        if self._shows_tools is None:
+            self._shows_tools = template_shows_tools(self._apply_template)
+        return self._shows_tools
 
     def encode_prompt(self, messages: list[Message], tools: list[ToolSchema] | None = None) -> list[int]:
         return list(self.hf_tokenizer.encode(self.render(messages, tools), add_special_tokens=False))

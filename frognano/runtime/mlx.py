@@ -16,7 +16,7 @@ from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache, trim_p
 from mlx_lm.sample_utils import apply_top_p, categorical_sampling, make_sampler
 
 from .base import Generation, Sampling
-from .grammar import ToolCallMatcher
+from .grammar import CLOSE_MARGIN, ToolCallMatcher
 from .local import LocalModel, Turn, end_of_turn_ids
 
 
@@ -91,7 +91,7 @@ class MLXModel(LocalModel):
         # Recording, each step's grammar mask goes with the token (``Generation.allowed``), so
         # a trainer renormalises over the set the token was drawn from, as torch.py records it.
         masks: deque[Any] | None = deque() if sampling.logprobs and matcher is not None else None
-        processors = None if matcher is None else [_constrain_logits(matcher, masks)]
+        processors = None if matcher is None else [_constrain_logits(matcher, masks, sampling.max_tokens)]
         if sampling.seed is not None:
             mx.random.seed(sampling.seed)
         recorded: deque[mx.array] | None = None
@@ -157,17 +157,20 @@ def _recording_sampler(sampling: Sampling, recorded: deque[mx.array]) -> Any:
     return sample
 
 
-def _constrain_logits(matcher: ToolCallMatcher, masks: deque[Any] | None = None) -> Any:
-    """An mlx-lm logits processor that masks what the tool-call grammar does not allow next;
-    with ``masks``, it also appends each step's mask (None: unconstrained) there.  Like the
-    recording sampler it runs once per token, in order, one step ahead of what is yielded."""
-    state = {"first": True}
+def _constrain_logits(matcher: ToolCallMatcher, masks: deque[Any] | None = None, max_tokens: int = 0) -> Any:
+    """An mlx-lm logits processor that masks what the tool-call grammar does not allow next
+    (steering the reply to close in its last ``CLOSE_MARGIN`` tokens of ``max_tokens``); with
+    ``masks``, it also appends each step's mask (None: unconstrained) there.  Like the recording
+    sampler it runs once per token, in order, one step ahead of what is yielded."""
+    state = {"first": True, "step": 0}
 
     def constrain_logits(tokens: mx.array, logits: mx.array) -> mx.array:
         # Called once per step; from the second call on, tokens[-1] is the last sample.
         if not state["first"]:
             matcher.accept(tokens[-1].item())
         state["first"] = False
+        matcher.closing = max_tokens - state["step"] <= CLOSE_MARGIN
+        state["step"] += 1
         mask = matcher.allowed()  # a fresh array each step: safe to keep
         if masks is not None:
             masks.append(mask)

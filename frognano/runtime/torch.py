@@ -18,7 +18,7 @@ import torch
 
 from ..errors import UsageError
 from .base import Generation, Sampling, one_line
-from .grammar import ToolCallMatcher
+from .grammar import CLOSE_MARGIN, ToolCallMatcher
 from .local import LocalModel, Turn, end_of_turn_ids, int_ids
 
 
@@ -197,6 +197,8 @@ class TorchModel(LocalModel):
                              **{self._cache_arg: self._cache}, **self._keep_last)
             fed.extend(inputs)
             logits = out.logits[0, -1, :].float()
+            if matcher is not None:
+                matcher.closing = sampling.max_tokens - len(turn.ids) <= CLOSE_MARGIN
             mask = matcher.allowed() if matcher is not None else None
             if mask is not None:
                 logits = logits.masked_fill(~torch.from_numpy(mask).to(logits.device), float("-inf"))
