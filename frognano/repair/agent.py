@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import re
 import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -17,7 +19,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from ..errors import FrogNanoError
-from ..runtime.base import Model, Sampling
+from ..runtime.base import ContextOverflow, Model, Sampling
 from .harness import MAX_CANDIDATES, SYSTEM_PROMPT, TOOL_NAMES, TOOLS, ToolBox, ToolError, parse_tool_call
 from .patch import Patch
 
@@ -30,8 +32,9 @@ class EpisodeStatus(StrEnum):
     SUBMITTED = "submitted"  # the model called submit (offered only once a file is changed)
     TURNS = "turn_budget"
     TOKENS = "token_budget"
-    LOOPING = "looping"  # the same call again and again
+    LOOPING = "looping"  # the same call with nothing changed, or malformed replies, again and again
     MODEL_ERROR = "model_error"  # the model could not be loaded or reached
+    CONTEXT_OVERFLOW = "context_overflow"  # the conversation outgrew the model's context window
     CANCELLED = "cancelled"
 
 
@@ -39,7 +42,10 @@ class EpisodeStatus(StrEnum):
 class EpisodeConfig:
     max_turns: int = 16  # assistant turns
     max_tokens: int = 16384  # prompt + completion tokens over the whole episode
-    repeat_limit: int = 3  # the same call this many times in a row ends the episode
+    # The same call in the same state (no file changed since) this many times ends the
+    # episode: the first repeat is answered "nothing has changed", the second ends it.  So do
+    # this many malformed replies in a row that get the same error (its numbers aside).
+    repeat_limit: int = 3
     constrain: bool = True  # constrained tool-call decoding on in-process backends
     sampling: Sampling = field(default_factory=Sampling)
     # The harness's tools offered to the model (None: all of them).  Training a small model
@@ -129,7 +135,9 @@ def run_episode(model: Model, toolbox: ToolBox, observation: str, config: Episod
     messages: list[dict] = [{"role": "system", "content": SYSTEM_PROMPT},
                             {"role": "user", "content": observation}]
     started = time.monotonic()
-    last_key, repeats = None, 0
+    seen: dict[tuple[str, int], tuple[int, str]] = {}  # (call, state) -> (times made, its reply)
+    malformed_run, last_error = 0, ""  # malformed replies in a row with the same error (numbers aside)
+    record = _record_path(record_dir) if record_dir is not None else None
     try:
         for turn in range(config.max_turns):
             if cancel.is_set():
@@ -140,33 +148,57 @@ def run_episode(model: Model, toolbox: ToolBox, observation: str, config: Episod
                 # grammar lets the reply call only the ones that can do something now.
                 gen = model.generate(messages, config.schemas, turn_sampling(config.sampling, turn), cancel=cancel,
                                      constrain=config.constrain, offered=toolbox.offered(config.names))
+            except ContextOverflow as exc:  # the model works: this episode is over, the next starts small
+                episode.status, episode.error = EpisodeStatus.CONTEXT_OVERFLOW, str(exc)
+                break
             except FrogNanoError as exc:
                 episode.status, episode.error = EpisodeStatus.MODEL_ERROR, str(exc)
                 break
-            messages.append({"role": "assistant", "content": gen.text})
             if gen.finish_reason == "cancelled":
+                messages.append({"role": "assistant", "content": gen.text})
                 episode.status = EpisodeStatus.CANCELLED
                 break
+            shown = gen.text  # what the conversation keeps of the reply
             try:
                 call = parse_tool_call(gen.text)
                 if config.tools is not None and call.name not in config.tools:
                     raise ToolError(f"tool {call.name!r} is not offered here; tools: {', '.join(config.tools)}")
             except ToolError as exc:
                 episode.malformed += 1
-                reply, call = f"error: {exc}", None
-                result_terminal = False
+                call, result_terminal = None, False
+                if gen.finish_reason == "length":
+                    # A reply cut at the token limit is mostly filler (a string or a list that
+                    # never closed): keeping it whole would make every later prompt pay for it.
+                    shown = _cut(gen.text)
+                    reply = (f"error: the reply was cut off at {gen.completion_tokens} tokens, inside the tool call; "
+                             "make the call shorter")
+                else:
+                    reply = f"error: {exc}"
+                error = re.sub(r"\d+", "N", reply)
+                malformed_run = malformed_run + 1 if error == last_error else 1
+                last_error = error
             else:
-                result = toolbox.call(call)
-                reply, result_terminal = result.text, result.terminal
+                malformed_run, last_error = 0, ""
+                state = (call.key(), toolbox.state())
+                times, before = seen.get(state, (0, ""))
+                if times:
+                    # The same call with nothing changed since gets the same answer: said once
+                    # without running it again, and the next such call ends the episode.
+                    reply, result_terminal = (f"note: you made this call before and nothing has changed since; "
+                                              f"the result is the same:\n{before}"), False
+                else:
+                    result = toolbox.call(call)
+                    reply, result_terminal = result.text, result.terminal
+                    before = reply
+                seen[state] = (times + 1, before)
+            messages.append({"role": "assistant", "content": shown})
             episode.turns.append(Turn(gen.text, gen.prompt_tokens, gen.completion_tokens,
                                       {"name": call.name, "arguments": call.arguments} if call else None, reply))
             if result_terminal:  # submit, which the toolbox accepts only with a change made
                 episode.patch = toolbox.patch()
                 episode.status = EpisodeStatus.SUBMITTED
                 break
-            key = call.key() if call else gen.text
-            repeats = repeats + 1 if key == last_key else 1
-            last_key = key
+            repeats = seen[state][0] if call is not None else malformed_run
             if repeats >= config.repeat_limit:
                 episode.status = EpisodeStatus.LOOPING
                 break
@@ -174,27 +206,41 @@ def run_episode(model: Model, toolbox: ToolBox, observation: str, config: Episod
                 episode.status = EpisodeStatus.TOKENS
                 break
             messages.append({"role": "tool", "content": reply})
+            if record is not None:  # as it goes: a process killed mid-episode still leaves its record
+                _save(record, episode, messages, model, config, meta or {}, started)
         else:
             episode.status = EpisodeStatus.TURNS
         if episode.status != EpisodeStatus.SUBMITTED:
             episode.patch = None
+    except BaseException:  # an interrupt (Ctrl-C, SIGTERM as SystemExit): the record says so
+        episode.status = episode.status or EpisodeStatus.CANCELLED
+        raise
     finally:
         episode.seconds = time.monotonic() - started
         episode.status = episode.status or EpisodeStatus.MODEL_ERROR
-        if record_dir is not None:
-            episode.record = _save(record_dir, episode, messages, model, config, meta or {})
+        if record is not None:
+            episode.record = _save(record, episode, messages, model, config, meta or {}, started)
     return episode
 
 
-def _save(record_dir: Path, episode: Episode, messages: list[dict], model: Model,
-          config: EpisodeConfig, meta: dict) -> Path:
-    record_dir.mkdir(parents=True, exist_ok=True)
-    path = record_dir / f"{time.strftime('%Y%m%d-%H%M%S')}-{time.time_ns() % 10**9:09d}.json"
+def _cut(text: str, keep: int = 160) -> str:
+    return text if len(text) <= keep else text[:keep] + f"... [cut: {len(text) - keep} more characters]"
+
+
+def _record_path(record_dir: Path) -> Path:
+    return record_dir / f"{time.strftime('%Y%m%d-%H%M%S')}-{time.time_ns() % 10**9:09d}.json"
+
+
+def _save(path: Path, episode: Episode, messages: list[dict], model: Model,
+          config: EpisodeConfig, meta: dict, started: float) -> Path:
+    """Write the episode's record to ``path`` (atomically: a reader never sees half of it).
+    While the episode runs its status is ``running``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     data = {
         "model": getattr(model, "name", type(model).__name__),
-        "status": episode.status,
+        "status": episode.status or "running",
         "error": episode.error,
-        "seconds": round(episode.seconds, 3),
+        "seconds": round(episode.seconds or time.monotonic() - started, 3),
         "malformed": episode.malformed,
         "tokens_in": episode.tokens_in,
         "tokens_out": episode.tokens_out,
@@ -205,5 +251,7 @@ def _save(record_dir: Path, episode: Episode, messages: list[dict], model: Model
         "patch": episode.patch.diff() if episode.patch else None,
         **meta,
     }
-    path.write_text(json.dumps(data, indent=1))
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    os.replace(tmp, path)
     return path

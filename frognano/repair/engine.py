@@ -118,7 +118,7 @@ class FixReport:
             out["episodes"] = [
                 {"status": e.status, "record": str(e.record) if e.record else None, "turns": len(e.turns),
                  "malformed": e.malformed, "tokens_in": e.tokens_in, "tokens_out": e.tokens_out,
-                 "seconds": round(e.seconds, 3)}
+                 "seconds": round(e.seconds, 3), **({"error": e.error} if e.error else {})}
                 for e in self.episodes
             ]
         return out
@@ -158,7 +158,7 @@ class Engine:
         if self._model is None and self.settings.model:
             from ..runtime.lazy import LazyModel
 
-            self._model = LazyModel(self.settings.model, self.progress)
+            self._model = LazyModel(self.settings.model, self.progress, lanes=self.settings.lanes)
             self._owns_model = True
         return self._model
 
@@ -403,8 +403,10 @@ class Engine:
             episode, _ = self.model_episode(diagnosis, verifier, search, i, cancel,
                                             meta={"project": str(self.ws.root), "failing": report.failing})
             report.episodes.append(episode)
-            if episode.status == EpisodeStatus.MODEL_ERROR:
+            if episode.status == EpisodeStatus.MODEL_ERROR:  # a broken model: the whole run's error
                 raise UsageError(episode.error or "the model failed")
+            if episode.status == EpisodeStatus.CONTEXT_OVERFLOW:  # an outcome of this episode; the next runs
+                report.notes = [*report.notes, f"model episode {i + 1}: {episode.error}"]
             if episode.patch is None:
                 continue
             check = verifier.check(episode.patch)

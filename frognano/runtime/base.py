@@ -24,6 +24,17 @@ class ModelError(UsageError):
     """A model that cannot be loaded or reached (bad path, not a model, dead endpoint): exit 2."""
 
 
+class ContextOverflow(ModelError):
+    """The prompt does not fit the model's context window.  The model works; this conversation
+    has outgrown it, so the episode ends (``context_overflow``) and the next one starts small.
+    ``cause`` is what the server (or the estimate) said; ``window`` the window, when known."""
+
+    def __init__(self, message: str, cause: str = "", window: int | None = None) -> None:
+        super().__init__(message)
+        self.cause = cause or message
+        self.window = window
+
+
 def one_line(value: object, limit: int | None = 200) -> str:
     """``value`` (an exception, or text) as one line for an error message, cut at ``limit``.
 

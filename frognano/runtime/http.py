@@ -17,6 +17,23 @@ server sampled from (its grammar, its top-p) is not seen here, and RL training n
 that one.  What goes over the wire (the request's messages, replies whole or streamed, error
 bodies) is read and written in ``wire.py``; this file holds the model, its retries and
 cancellation.
+
+The model name is matched against ``GET /models``: exactly, with Ollama's implicit ``:latest``,
+or by file name, since llama-cpp-python's server (and mlx_lm.server) list a model by the path it
+was started with: ``openai:SmolLM2-135M-Instruct.Q4_1@...`` (or ``...Q4_1.gguf``) matches a listed
+``/models/SmolLM2-135M-Instruct.Q4_1.gguf``, and the request then names the listed id.
+
+The context window: the ``context`` option, else what the server says (vLLM's ``max_model_len``
+in ``/models``, llama.cpp's ``llama-server`` ``GET /props``, the number an overflow error
+names); llama-cpp-python and Ollama report none.  Where it is known, ``max_tokens`` is cut so
+the prompt and the reply fit (see ``_fit``).  A prompt that does not fit (the server's HTTP
+400, or llama-cpp-python's empty 200 stream, whose cause a second, unstreamed request of one
+token recovers) is a ``ContextOverflow``: the episode ends, the model is not broken.  Prompt
+sizes before sending, and counts a reply lacks, come from ``counting.TokenCounter`` (the
+``tokenizer`` option, else an estimate).
+
+Options go in the spec after ``#`` (a URL's fragment never reaches the server):
+``openai:smollm2@http://127.0.0.1:8080/v1#context=2048,tokenizer=/models/smollm2.gguf``.
 """
 
 from __future__ import annotations
@@ -33,11 +50,14 @@ import urllib.parse
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from .base import Generation, Message, ModelError, Sampling, ToolSchema, one_line
+from .base import ContextOverflow, Generation, Message, ModelError, Sampling, ToolSchema, one_line
+from .counting import TokenCounter
 from .wire import (
     Reply,
     content_text,
+    context_window_in,
     error_detail,
+    is_context_overflow,
     is_event_stream,
     merge_tool_call,
     render_tool_calls,
@@ -53,6 +73,7 @@ DEFAULT_BASE_URL = "http://127.0.0.1:8080/v1"
 _MAX_BACKOFF = 30.0  # seconds; also caps a server's Retry-After
 _T = TypeVar("_T")
 _CANCEL_POLL = 0.05  # seconds between looks at the cancel event while a read blocks
+_MIN_REPLY = 64  # tokens an estimated prompt size never cuts a reply below (a tool call takes 20 to 60)
 
 
 class _Transient(Exception):
@@ -65,6 +86,10 @@ class _Transient(Exception):
 
 class _Cancelled(Exception):
     pass
+
+
+class _EmptyStream(Exception):
+    """A 200 event stream that ended before its first event (llama-cpp-python's overflow)."""
 
 
 class _StatusError(ModelError):
@@ -97,6 +122,28 @@ def split_spec(rest: str) -> tuple[str, str]:
     return model, url
 
 
+_SPEC_OPTIONS = {"context": "the context window in tokens", "tokenizer": "a tokenizer folder or GGUF file"}
+
+
+def spec_options(fragment: str, spec: str) -> dict[str, Any]:
+    """``"context=2048,tokenizer=PATH"`` (a spec's part after ``#``) as keyword options."""
+    options: dict[str, Any] = {}
+    for item in filter(None, (part.strip() for part in fragment.split(","))):
+        key, sep, value = item.partition("=")
+        key, value = key.strip(), value.strip()
+        if key not in _SPEC_OPTIONS or not sep or not value:
+            known = ", ".join(f"{k}= ({v})" for k, v in _SPEC_OPTIONS.items())
+            raise ModelError(f"{spec}: {item!r} is not an option (known: {known})")
+        if key == "context":
+            try:
+                options[key] = int(value)
+            except ValueError:
+                raise ModelError(f"{spec}: context must be a whole number of tokens, got {value!r}") from None
+        else:
+            options[key] = value
+    return options
+
+
 def _check_url(url: str, context: str = "") -> urllib.parse.SplitResult:
     parsed = urllib.parse.urlsplit(url)
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
@@ -126,6 +173,8 @@ class OpenAIModel:
         retries: int = 3,
         backoff: float = 0.5,
         model_check: bool = True,
+        context: int | None = None,
+        tokenizer: str | None = None,
     ) -> None:
         if timeout <= 0:
             raise ModelError(f"timeout must be positive, got {timeout}")
@@ -133,6 +182,8 @@ class OpenAIModel:
             raise ModelError(f"retries must not be negative, got {retries}")
         if backoff < 0:
             raise ModelError(f"backoff must not be negative, got {backoff}")
+        if context is not None and (isinstance(context, bool) or not isinstance(context, int) or context < 1):
+            raise ModelError(f"context must be a whole number of tokens, at least 1, got {context!r}")
         self.model = model
         self.base_url = base_url.rstrip("/")
         self.name = f"openai:{model}@{self.base_url}"
@@ -141,21 +192,35 @@ class OpenAIModel:
         self.retries = int(retries)
         self.backoff = float(backoff)
         self.model_check = model_check
+        self.context = context  # the context window as set; ``context_window`` adds what the server says
+        self.counter = TokenCounter(tokenizer)
+        self._served_id: str | None = None  # the id /models lists for ``model`` (a path, for llama.cpp)
+        self._found_window: int | None = None  # the window the server reported (listing, /props, an overflow)
+        self._estimating_said = False
         self._checked = not model_check
         self._check_lock = threading.Lock()
         self._url = _check_url(self.base_url)
 
     @classmethod
     def from_spec(cls, rest: str, **opts: Any) -> OpenAIModel:
-        """``rest`` is the SPEC after ``openai:``; ``opts`` are the keyword options of ``__init__``."""
-        known = {"api_key", "timeout", "retries", "backoff", "model_check"}
+        """``rest`` is the SPEC after ``openai:``, with options after ``#`` (``#context=2048``);
+        ``opts`` are the keyword options of ``__init__`` (the spec's own options win)."""
+        known = {"api_key", "timeout", "retries", "backoff", "model_check", "context", "tokenizer"}
         unknown = sorted(set(opts) - known)
         if unknown:
             raise ModelError(
                 f"openai model: unknown option(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})"
             )
+        rest, _, fragment = rest.partition("#")
         model, url = split_spec(rest)
-        return cls(model, url, **opts)
+        return cls(model, url, **{**opts, **spec_options(fragment, f"openai:{rest}#{fragment}")})
+
+    @property
+    def context_window(self) -> int | None:
+        """Tokens the prompt and the reply share: the ``context`` option, or the server's own
+        figure (the smaller when both are known), or None when neither is."""
+        known = [w for w in (self.context, self._found_window) if w]
+        return min(known) if known else None
 
     def __repr__(self) -> str:
         return f"OpenAIModel({self.model!r}, {self.base_url!r})"
@@ -178,23 +243,7 @@ class OpenAIModel:
         sampling = sampling or Sampling()
         if cancel is not None and cancel.is_set():
             return Generation("", finish_reason="cancelled")
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": wire_messages(messages),
-            "temperature": sampling.temperature,
-            "top_p": sampling.top_p,
-            "max_tokens": sampling.max_tokens,
-            "stream": on_text is not None,
-        }
-        if tools:
-            body["tools"] = tools
-        if sampling.seed is not None:
-            body["seed"] = sampling.seed
-        if sampling.stop:
-            body["stop"] = list(sampling.stop)
-        if on_text is not None:
-            body["stream_options"] = {"include_usage": True}  # token counts in the last chunk
-
+        wire = wire_messages(messages)
         reply = Reply()
 
         def read(resp: http.client.HTTPResponse) -> None:
@@ -207,7 +256,27 @@ class OpenAIModel:
 
         try:
             self._check_once(cancel)
-            self._call("POST", "/chat/completions", body, cancel, read)
+            prompt = self.counter.prompt(wire, tools)  # before sending: no server counts a prompt sooner
+            body: dict[str, Any] = {
+                "model": self._served_id or self.model,
+                "messages": wire,
+                "temperature": sampling.temperature,
+                "top_p": sampling.top_p,
+                "max_tokens": self._fit(sampling.max_tokens, prompt),
+                "stream": on_text is not None,
+            }
+            if tools:
+                body["tools"] = tools
+            if sampling.seed is not None:
+                body["seed"] = sampling.seed
+            if sampling.stop:
+                body["stop"] = list(sampling.stop)
+            if on_text is not None:
+                body["stream_options"] = {"include_usage": True}  # token counts in the last chunk
+            try:
+                self._call("POST", "/chat/completions", body, cancel, read)
+            except _EmptyStream:
+                self._explain_empty_stream(body, cancel)
         except _Cancelled:
             return Generation(reply.text, finish_reason="cancelled", prompt_tokens=reply.prompt_tokens,
                               completion_tokens=reply.completion_tokens)
@@ -219,9 +288,49 @@ class OpenAIModel:
             text += rendered
             if on_text is not None:
                 on_text(rendered)  # the pieces still join to the final text
+        if reply.counted:
+            self.counter.learn(wire, tools, reply.prompt_tokens)
+            prompt_tokens, completion_tokens = reply.prompt_tokens, reply.completion_tokens
+        else:  # llama-cpp-python streams no counts: without them the episode's token budget never trips
+            if not self._estimating_said:
+                self._estimating_said = True
+                how = f"with the tokenizer {self.counter.path}" if self.counter.exact else "estimated from the text"
+                log.info("%s reports no token counts; they are counted %s", self.base_url, how)
+            prompt_tokens, completion_tokens = prompt, self.counter.text(text)
         finish = "length" if reply.finish_reason == "length" else "stop"  # "tool_calls", "eos", None: stop
-        return Generation(text, finish_reason=finish, prompt_tokens=reply.prompt_tokens,
-                          completion_tokens=reply.completion_tokens)
+        return Generation(text, finish_reason=finish, prompt_tokens=prompt_tokens,
+                          completion_tokens=completion_tokens)
+
+    def _fit(self, wanted: int, prompt: int) -> int:
+        """``max_tokens`` cut so ``prompt`` and the reply fit the context window (when known).
+
+        Only an exact count (the ``tokenizer`` option) refuses a prompt before it is sent, or cuts
+        a reply to nothing: an estimate may be off either way (a template that leaves the tool
+        schemas out, text that packs more characters a token), so on its word the reply keeps
+        at least ``_MIN_REPLY`` tokens and the server, whose refusal is the same
+        ContextOverflow, settles the rest.
+        """
+        window = self.context_window
+        if window is None:
+            return wanted
+        room = window - prompt
+        if self.counter.exact and room < 1:
+            raise ContextOverflow(f"{self.base_url}: the prompt ({prompt} tokens) does not fit the context window "
+                                  f"of {window} tokens", window=window)
+        fit = min(wanted, room if self.counter.exact else max(room, _MIN_REPLY))
+        if fit < wanted:
+            log.debug("max_tokens %d cut to %d: the prompt takes ~%d of %d tokens", wanted, fit, prompt, window)
+        return fit
+
+    def _explain_empty_stream(self, body: dict[str, Any], cancel: threading.Event | None) -> None:
+        """A stream that ended before its first event carries no cause: ask again, unstreamed and
+        for one token, so the server says it (a prompt that does not fit is refused before any
+        decoding, so this costs little).  Always raises."""
+        probe = {k: v for k, v in body.items() if k != "stream_options"}
+        probe.update(stream=False, max_tokens=1)
+        self._call("POST", "/chat/completions", probe, cancel, lambda resp: resp.read())
+        raise ModelError(f"{self.base_url} ended a stream without sending anything (the same request unstreamed "
+                         "was answered)")
 
     def close(self) -> None:
         """Nothing to release: every request has its own connection, closed when it ends."""
@@ -230,13 +339,15 @@ class OpenAIModel:
 
     def served_models(self) -> list[str] | None:
         """The model ids ``GET /models`` lists, or None for a server that does not list them."""
-        return self._served_models(None)
+        listing = self._listing(None)
+        return None if listing is None else [str(m["id"]) for m in listing]
 
     def check_model(self) -> None:
         """If the server lists models and ours is not among them, a ModelError (once per model)."""
         self._check_once(None)
 
-    def _served_models(self, cancel: threading.Event | None) -> list[str] | None:
+    def _listing(self, cancel: threading.Event | None) -> list[dict[str, Any]] | None:
+        """The entries of ``GET /models`` (each with an ``id``), or None for a server without them."""
         try:
             raw = self._call("GET", "/models", None, cancel, lambda resp: resp.read())
         except _StatusError as exc:
@@ -244,23 +355,47 @@ class OpenAIModel:
                 return None  # no listing endpoint: accepted
             raise
         try:
-            data = json.loads(raw)
-            ids = [str(m["id"]) for m in data["data"]]
+            entries = [m for m in json.loads(raw)["data"] if isinstance(m, dict) and "id" in m]
         except (ValueError, KeyError, TypeError):
             return None  # a listing we cannot read is no evidence against the name
-        return ids or None
+        return entries or None
 
     def _check_once(self, cancel: threading.Event | None) -> None:
+        """The name against the listing, and the context window where the server tells it."""
         if self._checked:
             return
         with self._check_lock:
             if self._checked:
                 return
-            served = self._served_models(cancel)  # a cancel propagates; the check runs again next time
-            if served is not None and not _serves(served, self.model):
-                shown = ", ".join(served[:10]) + (", ..." if len(served) > 10 else "")
-                raise ModelError(f"model {self.model} is not served by {self.base_url} (it serves: {shown})")
+            listing = self._listing(cancel)  # a cancel propagates; the check runs again next time
+            if listing is not None:
+                served = [str(m["id"]) for m in listing]
+                found = match_model(served, self.model)
+                if found is None:
+                    raise ModelError(_not_served(self.model, self.base_url, served))
+                self._served_id = found
+                self._found_window = window_of(listing[served.index(found)])
+            if self.context is None and self._found_window is None:
+                self._found_window = self._props_window(cancel)
+            if self.context_window is not None:
+                log.info("%s: context window %d tokens", self.name, self.context_window)
             self._checked = True
+
+    def _props_window(self, cancel: threading.Event | None) -> int | None:
+        """llama.cpp's llama-server tells its ``n_ctx`` at ``GET /props`` (beside, not under, /v1)."""
+        path = self._url.path or ""
+        root = path[: -len("/v1")] if path.endswith("/v1") else path
+        try:
+            raw = self._call("GET", "/props", None, cancel, lambda resp: resp.read(), prefix=root)
+            data = json.loads(raw)
+        except _Cancelled:
+            raise
+        except (ModelError, ValueError):
+            return None  # most servers have no /props: nothing learned
+        if not isinstance(data, dict):
+            return None
+        settings = data.get("default_generation_settings")
+        return _tokens(data.get("n_ctx")) or (_tokens(settings.get("n_ctx")) if isinstance(settings, dict) else None)
 
     # -- HTTP --------------------------------------------------------------------------------
 
@@ -271,8 +406,11 @@ class OpenAIModel:
         body: dict[str, Any] | None,
         cancel: threading.Event | None,
         read: Callable[[http.client.HTTPResponse], _T],
+        *,
+        prefix: str | None = None,
     ) -> _T:
         """``read`` applied to a status-200 response, after bounded retries of transient failures.
+        ``path`` is under the base URL's path, or under ``prefix`` when given.
 
         Only the request and its status are retried: once ``read`` has begun, text may already
         have reached ``on_text``, so a failure there ends the call.
@@ -289,7 +427,7 @@ class OpenAIModel:
             try:
                 with _CancelWatch(cancel) as watch:
                     try:
-                        resp = self._send(conn, method, path, payload, headers, cancel, watch)
+                        resp = self._send(conn, method, path, payload, headers, cancel, watch, prefix)
                         try:
                             return read(resp)
                         finally:
@@ -330,12 +468,14 @@ class OpenAIModel:
         headers: dict[str, str],
         cancel: threading.Event | None,
         watch: _CancelWatch,
+        prefix: str | None = None,
     ) -> http.client.HTTPResponse:
-        url = self.base_url + path
+        prefix = (self._url.path or "") if prefix is None else prefix
+        url = f"{self._url.scheme}://{self._url.netloc}{prefix}{path}"
         try:
             conn.connect()
             watch.attach(conn.sock)  # the response keeps this socket even after conn lets go of it
-            conn.request(method, (self._url.path or "") + path, body=payload, headers=headers)
+            conn.request(method, prefix + path, body=payload, headers=headers)
             resp = conn.getresponse()
         except TimeoutError:
             raise  # reported by _call, not retried: a server that sat out the timeout will again
@@ -367,6 +507,8 @@ class OpenAIModel:
                 " and that the base URL is the API root (it usually ends in /v1)",
                 status,
             )
+        if status in (400, 413) and is_context_overflow(raw):
+            raise self._overflow(raw, f"HTTP {status}: {detail}")
         if status in (401, 403):
             raise _StatusError(f"{method} {url}: {said} — check the api_key (OPENAI_API_KEY)", status)
         raise _StatusError(f"{method} {url}: {said}", status)
@@ -393,7 +535,9 @@ class OpenAIModel:
         on_text: Callable[[str], None],
         cancel: threading.Event | None,
     ) -> None:
+        events = 0
         for event in sse_events(resp):
+            events += 1
             if cancel is not None and cancel.is_set():
                 raise _Cancelled
             if event == "[DONE]":
@@ -418,6 +562,8 @@ class OpenAIModel:
                 reply.finish_reason = choice["finish_reason"]
         if cancel is not None and cancel.is_set():
             raise _Cancelled
+        if events == 0:
+            raise _EmptyStream
         if reply.finish_reason is None:
             raise ModelError(f"{self.base_url} closed the stream before it finished")
 
@@ -430,8 +576,19 @@ class OpenAIModel:
         if not isinstance(data, dict):
             raise self._malformed(f"expected an object, got {type(data).__name__}")
         if "error" in data and "choices" not in data:
+            if is_context_overflow(raw):  # an error event in a stream, or a 200 that is one
+                raise self._overflow(raw, error_detail(raw))
             raise ModelError(f"{self.base_url} reported an error: {error_detail(raw)}")
         return data
+
+    def _overflow(self, raw: bytes, said: str) -> ContextOverflow:
+        """The overflow an error body reports; the window it names is kept, so the next prompt is
+        cut to fit before it is sent."""
+        window = context_window_in(raw)
+        if window is not None:
+            self._found_window = window
+        return ContextOverflow(f"{self.base_url}: the prompt does not fit the model's context window ({said})",
+                               error_detail(raw), window)
 
     def _first_choice(self, data: dict[str, Any]) -> dict[str, Any]:
         choices = data.get("choices")
@@ -486,7 +643,50 @@ class _CancelWatch:
             self._thread.join()
 
 
-def _serves(served: list[str], model: str) -> bool:
-    """Ollama lists ``name:latest`` for ``name``; paths may differ by a trailing slash."""
+def match_model(served: list[str], model: str) -> str | None:
+    """The id among ``served`` that ``model`` names, or None.
+
+    Exactly (Ollama lists ``name:latest`` for ``name``; paths may differ by a trailing slash),
+    else by file name, for servers that list a model by the path they were started with
+    (llama-cpp-python, mlx_lm.server): ``x.Q4_1.gguf``, its stem ``x.Q4_1`` or another spelling
+    of the path name the listed ``/models/x.Q4_1.gguf``.  Several files of that name: none is
+    guessed (ModelError).
+    """
     wanted = {model, model.rstrip("/"), f"{model}:latest"}
-    return any(s in wanted or s.rstrip("/") in wanted for s in served)
+    for s in served:
+        if s in wanted or s.rstrip("/") in wanted:
+            return s
+    key = _file_key(model)
+    hits = [s for s in served if _file_key(s) == key]
+    if len(hits) > 1:
+        raise ModelError(f"model {model} names several served models ({', '.join(hits)}); give the whole id")
+    return hits[0] if hits else None
+
+
+def _file_key(name: str) -> str:
+    base = name.replace("\\", "/").rstrip("/").rpartition("/")[2]
+    return (base[: -len(".gguf")] if base.lower().endswith(".gguf") else base).casefold()
+
+
+def _not_served(model: str, base_url: str, served: list[str]) -> str:
+    shown = ", ".join(served[:10]) + (", ..." if len(served) > 10 else "")
+    message = f"model {model} is not served by {base_url} (it serves: {shown})"
+    if any(".gguf" in s.lower() for s in served):  # llama.cpp names a model by its file unless told otherwise
+        message += (f"; name it by its file name, or start llama-cpp-python's server with --model_alias {model}"
+                    f" (llama-server: --alias {model})")
+    return message
+
+
+def window_of(entry: dict[str, Any]) -> int | None:
+    """The context window a ``/models`` entry states: vLLM's ``max_model_len``, others' names for it.
+    llama-server's ``meta.n_ctx_train`` is the training length, not the server's window: not read."""
+    meta = entry.get("meta") if isinstance(entry.get("meta"), dict) else {}
+    for value in (entry.get("max_model_len"), entry.get("context_length"), entry.get("context_window"),
+                  entry.get("n_ctx"), meta.get("n_ctx")):
+        if _tokens(value):
+            return _tokens(value)
+    return None
+
+
+def _tokens(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None

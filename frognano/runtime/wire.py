@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from .base import Message, one_line
 from .grammar import tool_call_text
+from .prompt import tool_results_as_user
 
 
 @dataclass
@@ -34,6 +36,7 @@ class Reply:
     finish_reason: str | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    counted: bool = False  # the server reported token counts (llama-cpp-python streams none)
     tool_calls: dict[int, ToolCallParts] = field(default_factory=dict)
 
 
@@ -108,6 +111,8 @@ def render_tool_calls(calls: dict[int, ToolCallParts]) -> str:
 def take_usage(reply: Reply, data: dict[str, Any]) -> None:
     usage = data.get("usage")
     if isinstance(usage, dict):
+        counts = (usage.get("prompt_tokens"), usage.get("completion_tokens"))
+        reply.counted = reply.counted or any(isinstance(c, int) for c in counts)
         reply.prompt_tokens = _count(usage.get("prompt_tokens"), reply.prompt_tokens)
         reply.completion_tokens = _count(usage.get("completion_tokens"), reply.completion_tokens)
 
@@ -132,6 +137,32 @@ def error_detail(raw: bytes) -> str:
     return one_line(text, limit=None)[:200]
 
 
+# What servers say when the prompt (with max_tokens) outgrows the context window: vLLM and
+# llama-cpp-python "This model's maximum context length is N tokens ..." (code
+# context_length_exceeded), llama.cpp's llama-server "the request exceeds the available context
+# size" (type exceed_context_size_error, with n_ctx), older ones "... exceed context window of N".
+_OVERFLOW = re.compile(r"context[ _-]?(length|window|size)|n_ctx|maximum context", re.I)
+_EXCEEDS = re.compile(r"exceed", re.I)
+_ABOUT_TOKENS = re.compile(r"token|prompt", re.I)
+_WINDOW = re.compile(
+    r"maximum context length is (\d+)|context (?:window|size|length) (?:of|is) (\d+)|\bn_ctx\"?\s*[:=]\s*(\d+)", re.I)
+
+
+def is_context_overflow(raw: bytes) -> bool:
+    """Whether an error body (a 400's) says the prompt does not fit the context window."""
+    text = raw.decode("utf-8", "replace")
+    return bool(_OVERFLOW.search(text) or (_EXCEEDS.search(text) and _ABOUT_TOKENS.search(text)))
+
+
+def context_window_in(raw: bytes) -> int | None:
+    """The context window an overflow's error body names, if it names one."""
+    match = _WINDOW.search(raw.decode("utf-8", "replace"))
+    if match is None:
+        return None
+    window = int(next(g for g in match.groups() if g))
+    return window if window > 0 else None
+
+
 def retry_after_seconds(value: str | None) -> float | None:
     try:
         return max(0.0, float(value)) if value else None
@@ -140,14 +171,7 @@ def retry_after_seconds(value: str | None) -> float | None:
 
 
 def wire_messages(messages: list[Message]) -> list[Message]:
-    """Tool results as user turns wrapped in ``<tool_response>``.
-
-    The harness speaks tool calls as text, so its tool messages carry no ``tool_call_id``,
-    which strict servers (vLLM) reject.  Qwen's own chat template renders a tool message as
-    exactly this user turn, so for the models the harness targets the prompt is unchanged.
-    """
-    return [
-        {"role": "user", "content": f"<tool_response>\n{m.get('content', '')}\n</tool_response>"}
-        if m.get("role") == "tool" else m
-        for m in messages
-    ]
+    """The harness's messages as a server gets them: tool results as user turns wrapped in
+    ``<tool_response>``, rendered by the one function the in-process backends use too
+    (``prompt.tool_results_as_user``), so a model reads the same conversation either way."""
+    return tool_results_as_user(messages)

@@ -266,3 +266,74 @@ def test_a_shorter_candidate_list_bounds_apply_in_the_schema():
         "properties"]["n"]["maximum"] == MAX_CANDIDATES  # the shared schema is untouched
     with pytest.raises(FrogNanoError, match="listed"):
         EpisodeConfig(listed=0)
+
+
+def test_a_repeated_call_is_answered_once_then_ends_the_episode(example):
+    """The same call with nothing changed since: the first repeat is told so (the tool is not run
+    again), the second ends the episode; after an edit the same call is new again."""
+    read = call("read", path="calc/stats.py")
+    edit = call("edit", path="calc/stats.py", old="return age > 18", new="return age > 17")
+    report = fix_with(example("calc"), [read, read, edit, read, read, read, read])
+    (episode,) = report.episodes
+    assert episode.status == "looping"
+    replies = [t.result for t in episode.turns]
+    assert replies[1].startswith("note: you made this call before and nothing has changed since")
+    assert replies[1].endswith(replies[0])
+    assert not replies[3].startswith("note:") and replies[4].startswith("note:")
+    assert len(episode.turns) == 6  # read, read (noted), edit, read, read (noted), read: ends
+
+
+def test_a_reply_cut_at_the_token_limit_costs_one_line(example):
+    """A reply that ran out of tokens inside its call is answered in one line, and the
+    conversation keeps only its start (later prompts do not pay for the filler)."""
+
+    class Cut(ReplayModel):
+        def generate(self, messages, tools=None, sampling=None, **kwargs):
+            gen = super().generate(messages, tools, sampling, **kwargs)
+            if gen.text.startswith("<tool_call>\n{\"name\": \"run_tests\""):
+                gen.finish_reason = "length"
+            return gen
+
+    cut = '<tool_call>\n{"name": "run_tests", "arguments": {"selection": [' + ', '.join(['"tests/test_stats.py"'] * 40)
+    project = example("calc")
+    seen: list[list[dict]] = []
+
+    class Watching(Cut):
+        def generate(self, messages, tools=None, sampling=None, **kwargs):
+            seen.append([dict(m) for m in messages])
+            return super().generate(messages, tools, sampling, **kwargs)
+
+    model = Watching([cut, call("candidates")])
+    with Workspace(project) as ws, Engine(ws, Settings(**NO_SEARCH, episodes=1, max_turns=2), model=model) as engine:
+        report = engine.fix()
+    (episode,) = report.episodes
+    first = episode.turns[0]
+    assert first.call is None and first.result.startswith("error: the reply was cut off") and "\n" not in first.result
+    kept = seen[1][2]["content"]
+    assert kept.startswith(cut[:100]) and len(kept) < 300 and "[cut:" in kept
+    assert first.reply == cut  # the record keeps the whole reply
+
+
+def test_the_record_is_written_as_the_episode_goes(example, tmp_path):
+    """After every turn the record on disk says what happened so far (status running), so a
+    process killed mid-episode leaves it; at the end it holds the outcome."""
+    from frognano.repair.agent import run_episode
+    from frognano.repair.harness import ToolBox
+    from frognano.sandbox.runner import TestRunner
+
+    snapshots = []
+
+    class Peeking(ReplayModel):
+        def generate(self, messages, tools=None, sampling=None, **kwargs):
+            snapshots.append([json.loads(p.read_text())["status"] for p in sorted((tmp_path / "rec").glob("*.json"))])
+            return super().generate(messages, tools, sampling, **kwargs)
+
+    project = example("calc")
+    with Workspace(project) as ws:
+        runner = TestRunner(ws, Settings().runner_config())
+        toolbox = ToolBox(ws, runner, ["tests/test_stats.py::test_is_adult[18-True]"])
+        episode = run_episode(Peeking([call("candidates"), call("read", path="calc/stats.py")]), toolbox, "obs",
+                              EpisodeConfig(max_turns=2), record_dir=tmp_path / "rec")
+        runner.close()
+    assert snapshots == [[], ["running"]]
+    assert json.loads(episode.record.read_text())["status"] == "turn_budget"

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from frognano.runtime.base import Model, ModelError, Sampling, load_model
-from frognano.runtime.http import DEFAULT_BASE_URL, OpenAIModel, split_spec
+from frognano.runtime.base import ContextOverflow, Model, ModelError, Sampling, load_model
+from frognano.runtime.http import DEFAULT_BASE_URL, OpenAIModel, match_model, split_spec
 
 from .conftest import free_port
 
@@ -266,6 +266,7 @@ def test_4xx_is_reported_with_the_servers_message_and_not_retried():
         with pytest.raises(ModelError) as err:
             OpenAIModel("m", stub.url, model_check=False, **FAST).generate(USER)
         assert str(err.value) == f"POST {stub.url}/chat/completions: HTTP 400: temperature out of range"
+        assert not isinstance(err.value, ContextOverflow)  # a refused request, not a full context
         assert len(stub.posts()) == 1
     with Stub(lambda r, n: Reply(status=404, body={"error": "model 'm' not found"})) as stub:
         with pytest.raises(ModelError) as err:
@@ -292,8 +293,12 @@ def test_model_check_uses_the_listing_once():
         model = OpenAIModel("llama3", stub.url)  # Ollama's implicit :latest
         model.generate(USER)
         model.generate(USER)
-        assert [r.method for r in stub.requests[1:]] == ["GET", "POST", "POST"]
-        assert stub.requests[1].path == "/v1/models"
+        # the listing, llama-server's /props (for the context window; 200 here but no n_ctx), two replies
+        assert [(r.method, r.path) for r in stub.requests[1:]] == [
+            ("GET", "/v1/models"), ("GET", "/props"), ("POST", "/v1/chat/completions"),
+            ("POST", "/v1/chat/completions")]
+        assert [r.body["model"] for r in stub.posts()] == ["llama3:latest"] * 2  # the listed id is sent
+        assert model.context_window is None
         OpenAIModel("anything", stub.url, model_check=False).generate(USER)
 
     # servers that do not list (404) or list nothing are accepted
@@ -301,6 +306,211 @@ def test_model_check_uses_the_listing_once():
         assert OpenAIModel("m", stub.url).generate(USER).text == "hello"
     with Stub(lambda r, n: lists_models() if r.method == "GET" else completion()) as stub:
         assert OpenAIModel("m", stub.url).generate(USER).text == "hello"
+
+
+# -- model names, context windows, counts (what a real llama.cpp server does) ------------------------
+
+GGUF_ID = "/models/smol/SmolLM2-135M-Instruct.Q4_1.gguf"  # llama-cpp-python lists the path it was started with
+# llama-cpp-python's own words (llama_cpp/server/errors.py) for a prompt longer than --n_ctx
+OVERFLOW_400 = Reply(status=400, body={"error": {
+    "message": "This model's maximum context length is 512 tokens. However, you requested 739 tokens "
+               "(731 in the messages, 8 in the completion). Please reduce the length of the messages or completion.",
+    "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}})
+
+
+def llama_cpp_python(reply: Callable[[Request, int], Reply | dict]) -> Callable[[Request, int], Reply | dict]:
+    """A stub that lists one GGUF by path and has no /props, as llama-cpp-python's server."""
+    def respond(request: Request, n: int) -> Reply | dict:
+        if request.path == "/v1/models":
+            return lists_models(GGUF_ID)
+        if request.method == "GET":
+            return Reply(status=404, body={"detail": "Not Found"})
+        return reply(request, n)
+    return respond
+
+
+def test_a_model_listed_by_path_is_matched_by_its_file_name():
+    assert match_model([GGUF_ID], "SmolLM2-135M-Instruct.Q4_1.gguf") == GGUF_ID
+    assert match_model([GGUF_ID], "SmolLM2-135M-Instruct.Q4_1") == GGUF_ID  # the stem
+    assert match_model([GGUF_ID], "/elsewhere/SmolLM2-135M-Instruct.Q4_1.gguf") == GGUF_ID
+    assert match_model(["qwen", "llama3:latest"], "llama3") == "llama3:latest"
+    assert match_model([GGUF_ID], "smollm2") is None  # no guessing beyond the file's name
+    with pytest.raises(ModelError, match="names several served models"):
+        match_model(["/a/m.gguf", "/b/m.gguf"], "m")
+
+    with Stub(llama_cpp_python(lambda r, n: completion())) as stub:
+        OpenAIModel("SmolLM2-135M-Instruct.Q4_1", stub.url).generate(USER)
+        assert stub.posts()[0].body["model"] == GGUF_ID  # the id the server listed goes back to it
+        with pytest.raises(ModelError) as err:
+            OpenAIModel("smollm2", stub.url).generate(USER)
+    assert str(err.value) == (
+        f"model smollm2 is not served by {stub.url} (it serves: {GGUF_ID}); name it by its file name, or start "
+        "llama-cpp-python's server with --model_alias smollm2 (llama-server: --alias smollm2)")
+    assert len(stub.posts()) == 1
+
+
+def test_spec_options_after_the_hash(tmp_path):
+    model = load_model("openai:smollm2@http://127.0.0.1:9/v1#context=2048")
+    assert (model.model, model.base_url, model.context, model.context_window) == (
+        "smollm2", "http://127.0.0.1:9/v1", 2048, 2048)
+    assert model.name == "openai:smollm2@http://127.0.0.1:9/v1"
+    assert load_model("openai:m#context=64").base_url == DEFAULT_BASE_URL
+    tokenizer = tmp_path / "tok"
+    tokenizer.mkdir()
+    assert load_model(f"openai:m@http://h/v1#context=64, tokenizer={tokenizer}").counter.path == tokenizer
+    with pytest.raises(ModelError, match=r"'ctx=5' is not an option \(known: context= .*, tokenizer= "):
+        load_model("openai:m@http://h/v1#ctx=5")
+    with pytest.raises(ModelError, match="context must be a whole number of tokens, got '2k'"):
+        load_model("openai:m@http://h/v1#context=2k")
+    with pytest.raises(ModelError, match="context must be a whole number of tokens, at least 1, got 0"):
+        load_model("openai:m@http://h/v1#context=0")
+    with pytest.raises(ModelError, match="tokenizer /no/such: no such file or folder"):
+        load_model("openai:m@http://h/v1#tokenizer=/no/such")
+
+
+def test_the_servers_context_window_is_read_and_max_tokens_cut_to_fit():
+    vllm = {"object": "list", "data": [{"id": "m", "object": "model", "max_model_len": 400}]}
+    with Stub(lambda r, n: Reply(body=vllm) if r.method == "GET" else completion()) as stub:
+        model = OpenAIModel("m", stub.url)
+        model.generate(USER, sampling=Sampling(max_tokens=500))  # the prompt: ~15 tokens of 400
+        assert model.context_window == 400 and stub.posts()[0].body["max_tokens"] == 385
+        assert [r.path for r in stub.requests if r.method == "GET"] == ["/v1/models"]  # no /props needed
+
+    props = {"default_generation_settings": {"n_ctx": 4096}, "total_slots": 1}  # llama.cpp's llama-server
+    with Stub(lambda r, n: lists_models("m") if r.path == "/v1/models" else
+              (Reply(body=props) if r.path == "/props" else completion())) as stub:
+        model = OpenAIModel("m", stub.url)
+        model.generate(USER, sampling=Sampling(max_tokens=500))
+        assert model.context_window == 4096 and stub.posts()[0].body["max_tokens"] == 500
+
+    # the option wins over a larger window the server states; an estimate never cuts a reply below 64
+    # tokens (the server, whose word is final, refuses what does not fit)
+    with Stub(lambda r, n: Reply(body=vllm) if r.method == "GET" else completion()) as stub:
+        model = OpenAIModel("m", stub.url, context=10)
+        model.generate(USER, sampling=Sampling(max_tokens=500))
+        assert model.context_window == 10 and stub.posts()[0].body["max_tokens"] == 64
+
+
+def test_an_overflow_is_its_own_error_and_teaches_the_window():
+    long = [{"role": "user", "content": "word " * 600}]
+    with Stub(llama_cpp_python(lambda r, n: OVERFLOW_400 if len(json.dumps(r.body["messages"])) > 2000
+                               else completion())) as stub:
+        model = OpenAIModel("SmolLM2-135M-Instruct.Q4_1.gguf", stub.url, **FAST)
+        assert model.context_window is None
+        with pytest.raises(ContextOverflow) as err:
+            model.generate(long)
+        assert len(stub.posts()) == 1  # not retried: it would overflow again
+        assert err.value.cause.startswith("This model's maximum context length is 512 tokens. However, you requested")
+        assert str(err.value).startswith(f"{stub.url}: the prompt does not fit the model's context window (HTTP 400: "
+                                         "This model's maximum context length is 512 tokens.")
+        assert err.value.window == 512 and model.context_window == 512
+        model.generate(USER, sampling=Sampling(max_tokens=1000))  # now cut to fit before sending
+        assert stub.posts()[-1].body["max_tokens"] == 512 - 15
+
+
+def test_an_empty_stream_is_asked_again_for_its_cause():
+    def server(request: Request, n: int) -> Reply | dict:
+        if request.body["stream"]:
+            return Reply(events=[])  # llama-cpp-python: the overflow raised before the first chunk
+        return OVERFLOW_400
+
+    with Stub(llama_cpp_python(server)) as stub:
+        with pytest.raises(ContextOverflow, match="maximum context length is 512 tokens") as err:
+            OpenAIModel("SmolLM2-135M-Instruct.Q4_1", stub.url).generate(USER, on_text=lambda t: None)
+        probe = stub.posts()[1].body
+        assert (probe["stream"], probe["max_tokens"], "stream_options" in probe) == (False, 1, False)
+        assert err.value.window == 512
+
+    with Stub(lambda r, n: Reply(events=[]) if r.body["stream"] else completion()) as stub:  # a cause-less empty stream
+        with pytest.raises(ModelError, match="ended a stream without sending anything") as err:
+            OpenAIModel("m", stub.url, model_check=False).generate(USER, on_text=lambda t: None)
+        assert not isinstance(err.value, ContextOverflow)
+
+
+def test_an_uncounted_stream_is_counted_so_the_budget_can_trip():
+    events = [chunk("<tool_call>"), chunk('{"name": "read"}'), chunk("</tool_call>", finish="stop"), "[DONE]"]
+    with Stub(lambda r, n: Reply(events=events) if r.body["stream"] else completion("hi", usage=(300, 1))) as stub:
+        model = OpenAIModel("m", stub.url, model_check=False)
+        gen = model.generate(USER, on_text=lambda t: None)
+        assert (gen.prompt_tokens, gen.completion_tokens) == (15, 13)  # 39 characters of reply, at 3 a token
+        # a prompt the server counted anchors the estimate: the next turn is that count plus the new messages
+        model.generate(USER)
+        turn2 = [*USER, {"role": "assistant", "content": "x" * 30}, {"role": "user", "content": "y" * 30}]
+        assert model.generate(turn2, on_text=lambda t: None).prompt_tokens == 300 + 2 * (10 + 4)
+        assert model.generate([{"role": "user", "content": "z" * 30}], on_text=lambda t: None).prompt_tokens == 18
+
+
+def test_the_tokenizer_option_counts_with_the_models_own_tokenizer(tiny_torch):
+    pytest.importorskip("transformers")
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(tiny_torch))
+    events = [chunk("def mean(xs):"), chunk(" return sum(xs)", finish="stop"), "[DONE]"]
+    with Stub(lambda r, n: Reply(events=events)) as stub:
+        model = OpenAIModel("m", stub.url, model_check=False, tokenizer=str(tiny_torch))
+        gen = model.generate(USER, on_text=lambda t: None)
+        prompt = len(tok.encode(tok.apply_chat_template(USER, tokenize=False, add_generation_prompt=True),
+                                add_special_tokens=False))
+        assert gen.prompt_tokens == prompt
+        assert gen.completion_tokens == len(tok.encode("def mean(xs): return sum(xs)", add_special_tokens=False))
+
+        # an exact count cuts max_tokens to the very token, and refuses a prompt that alone cannot fit
+        model.context = prompt + 5
+        model.generate(USER, sampling=Sampling(max_tokens=100), on_text=lambda t: None)
+        assert stub.posts()[-1].body["max_tokens"] == 5
+        model.context = prompt
+        with pytest.raises(ContextOverflow) as err:
+            model.generate(USER, on_text=lambda t: None)
+        assert str(err.value) == (f"{stub.url}: the prompt ({prompt} tokens) does not fit the context window of "
+                                  f"{prompt} tokens")
+        assert len(stub.posts()) == 2 and err.value.window == prompt
+
+
+# -- an overflow in an episode and in a fix ---------------------------------------------------------
+
+
+READ_CALL = '<tool_call>\n{"name": "read", "arguments": {"path": "greet.py"}}\n</tool_call>'
+UNFIXABLE = {  # no catalogue edit turns "bye" into "hello"
+    "greet.py": 'def greet(name):\n    return "bye " + name\n',
+    "tests/test_greet.py": "from greet import greet\n\n\ndef test_greet():\n    assert greet('ann') == 'hello ann'\n",
+}
+
+
+def fix_with(project, url: str, episodes: int = 2):
+    from frognano.config import Settings
+    from frognano.repair.engine import Engine
+    from frognano.sandbox.workspace import Workspace
+
+    settings = Settings(max_candidates=0, max_pairs=0, episodes=episodes, max_turns=4)
+    with Workspace(project) as ws, Engine(ws, settings, model=OpenAIModel("m", url, **FAST)) as engine:
+        return engine.fix()
+
+
+def test_an_overflow_ends_the_episode_and_the_next_one_runs(make_project):
+    from frognano.repair.agent import EpisodeStatus
+
+    # the second turn of every episode outgrows the window (its prompt holds the first tool result)
+    respond = llama_cpp_python(lambda r, n: OVERFLOW_400 if len(r.body["messages"]) > 2 else completion(READ_CALL))
+    with Stub(lambda r, n: respond(r, n) if r.path != "/v1/models" else lists_models("m")) as stub:
+        report = fix_with(make_project(UNFIXABLE), stub.url)
+    assert [e.status for e in report.episodes] == [EpisodeStatus.CONTEXT_OVERFLOW] * 2
+    assert [len(e.turns) for e in report.episodes] == [1, 1]
+    assert (report.status, report.exit_code) == ("unfixed", 1)  # the search's outcome, not an error
+    assert report.message.endswith("2 model episodes ended context_overflow, context_overflow")
+    cause = "the prompt does not fit the model's context window (HTTP 400: This model's maximum context length is 512"
+    assert all(cause in e.error for e in report.episodes)
+    assert [n.split(":")[0] for n in report.notes if cause in n] == ["model episode 1", "model episode 2"]
+    out = report.to_json()
+    assert out["status"] == "unfixed" and cause in out["episodes"][0]["error"]
+
+
+def test_a_broken_model_mid_episode_is_still_the_runs_error(make_project):
+    broken = Reply(status=400, body={"error": {"message": "unknown field: tools"}})
+    with Stub(lambda r, n: lists_models("m") if r.method == "GET" else
+              (broken if len(r.body["messages"]) > 2 else completion(READ_CALL))) as stub:
+        report = fix_with(make_project(UNFIXABLE), stub.url)
+    assert (report.status, report.exit_code) == ("error", 2)
+    assert "HTTP 400: unknown field: tools" in report.message and len(report.episodes) == 1
 
 
 # -- requests and replies ------------------------------------------------------------------------
@@ -322,10 +532,11 @@ def test_request_carries_messages_tools_and_sampling():
         assert (gen.text, gen.finish_reason, gen.prompt_tokens, gen.completion_tokens) == ("hello", "stop", 7, 3)
 
 
-def test_missing_usage_counts_zero_and_length_is_kept():
-    with Stub(lambda r, n: completion("abc", finish="length", usage=None)) as stub:
+def test_missing_usage_is_estimated_and_length_is_kept():
+    with Stub(lambda r, n: completion("abcdef", finish="length", usage=None)) as stub:
         gen = OpenAIModel("m", stub.url, model_check=False).generate(USER)
-        assert (gen.text, gen.finish_reason, gen.prompt_tokens, gen.completion_tokens) == ("abc", "length", 0, 0)
+    # 21 characters of prompt at 3 a token + 4 per message and the assistant's opening; 6 of reply
+    assert (gen.text, gen.finish_reason, gen.prompt_tokens, gen.completion_tokens) == ("abcdef", "length", 15, 2)
 
 
 def test_structured_tool_calls_become_qwen_text():
