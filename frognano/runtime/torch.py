@@ -60,11 +60,13 @@ class TorchModel(LocalModel):
     ``quantize="4bit"`` (bitsandbytes NF4, CUDA only), ``dtype`` ("float32", "float16",
     "bfloat16"; default: bfloat16 on CUDA where supported, float16 on MPS, float32 on CPU),
     ``cache_prompt`` (keep the prompt cache between calls; default True), ``download`` (fetch a
-    Hugging Face Hub id that is not in the local cache; default False: offline).
+    Hugging Face Hub id that is not in the local cache; default False: offline), ``threads``
+    (torch's CPU threads, for the whole process; default: torch's own, one per core; the faces
+    pass ``lazy.decode_threads`` of their test lanes).
     """
 
     KIND = "torch"
-    OPTIONS = {"device", "quantize", "dtype", "cache_prompt", "download"}
+    OPTIONS = {"device", "quantize", "dtype", "cache_prompt", "download", "threads"}
 
     def __init__(
         self, name: str, model: Any, tokenizer: Any, *, path: str | None = None, cache_prompt: bool = True
@@ -97,6 +99,11 @@ class TorchModel(LocalModel):
     @classmethod
     def load(cls, path_or_id: str, **options: Any) -> TorchModel:
         source, local = cls._resolve(path_or_id, options)
+        threads = options.get("threads")
+        if threads is not None:
+            if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
+                raise UsageError(f"threads must be a positive integer, got {threads!r}")
+            torch.set_num_threads(threads)
         device = pick_device(options.get("device"))
         quantize = options.get("quantize")
         dtype_name = options.get("dtype")

@@ -248,7 +248,7 @@ class Project:
             self._model.close()
             self._model = None
         if wanted.model and self._model is None:
-            self._model = LazyModel(wanted.model, self.relay)
+            self._model = LazyModel(wanted.model, self.relay, lanes=wanted.lanes)
         if self._ws is None:
             self._ws = Workspace(self.root)
         self._engine = Engine(self._ws, wanted, progress=self.relay, model=self._model)
