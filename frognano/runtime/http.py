@@ -33,7 +33,9 @@ sizes before sending, and counts a reply lacks, come from ``counting.TokenCounte
 ``tokenizer`` option, else an estimate).
 
 Options go in the spec after ``#`` (a URL's fragment never reaches the server):
-``openai:smollm2@http://127.0.0.1:8080/v1#context=2048,tokenizer=/models/smollm2.gguf``.
+``openai:smollm2@http://127.0.0.1:8080/v1#context=2048,tokenizer=/models/smollm2.gguf``;
+``tools=prompt`` lists the tools in the system prompt instead of sending ``tools=``, for a
+server whose chat template ignores them (SmolLM2's, served by llama.cpp).
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from typing import Any, TypeVar
 
 from .base import ContextOverflow, Generation, Message, ModelError, Sampling, ToolSchema, one_line
 from .counting import TokenCounter
+from .prompt import with_tools_in_system
 from .wire import (
     Reply,
     content_text,
@@ -122,7 +125,8 @@ def split_spec(rest: str) -> tuple[str, str]:
     return model, url
 
 
-_SPEC_OPTIONS = {"context": "the context window in tokens", "tokenizer": "a tokenizer folder or GGUF file"}
+_SPEC_OPTIONS = {"context": "the context window in tokens", "tokenizer": "a tokenizer folder or GGUF file",
+                 "tools": "server (send tools= to the server's template) or prompt (list them in the system prompt)"}
 
 
 def spec_options(fragment: str, spec: str) -> dict[str, Any]:
@@ -134,6 +138,8 @@ def spec_options(fragment: str, spec: str) -> dict[str, Any]:
         if key not in _SPEC_OPTIONS or not sep or not value:
             known = ", ".join(f"{k}= ({v})" for k, v in _SPEC_OPTIONS.items())
             raise ModelError(f"{spec}: {item!r} is not an option (known: {known})")
+        if key == "tools" and value not in ("server", "prompt"):
+            raise ModelError(f"{spec}: tools must be server or prompt, got {value!r}")
         if key == "context":
             try:
                 options[key] = int(value)
@@ -175,6 +181,7 @@ class OpenAIModel:
         model_check: bool = True,
         context: int | None = None,
         tokenizer: str | None = None,
+        tools: str = "server",
     ) -> None:
         if timeout <= 0:
             raise ModelError(f"timeout must be positive, got {timeout}")
@@ -193,6 +200,11 @@ class OpenAIModel:
         self.backoff = float(backoff)
         self.model_check = model_check
         self.context = context  # the context window as set; ``context_window`` adds what the server says
+        if tools not in ("server", "prompt"):
+            raise ModelError(f"tools must be server or prompt, got {tools!r}")
+        # "prompt": the server's chat template ignores tools= (SmolLM2's does), so the schemas go
+        # into the system prompt, as the in-process backends put them for such a template.
+        self.tools_in_prompt = tools == "prompt"
         self.counter = TokenCounter(tokenizer)
         self._served_id: str | None = None  # the id /models lists for ``model`` (a path, for llama.cpp)
         self._found_window: int | None = None  # the window the server reported (listing, /props, an overflow)
@@ -205,7 +217,7 @@ class OpenAIModel:
     def from_spec(cls, rest: str, **opts: Any) -> OpenAIModel:
         """``rest`` is the SPEC after ``openai:``, with options after ``#`` (``#context=2048``);
         ``opts`` are the keyword options of ``__init__`` (the spec's own options win)."""
-        known = {"api_key", "timeout", "retries", "backoff", "model_check", "context", "tokenizer"}
+        known = {"api_key", "timeout", "retries", "backoff", "model_check", "context", "tokenizer", "tools"}
         unknown = sorted(set(opts) - known)
         if unknown:
             raise ModelError(
@@ -244,6 +256,8 @@ class OpenAIModel:
         if cancel is not None and cancel.is_set():
             return Generation("", finish_reason="cancelled")
         wire = wire_messages(messages)
+        if tools and self.tools_in_prompt:
+            wire, tools = with_tools_in_system(wire, tools), None
         reply = Reply()
 
         def read(resp: http.client.HTTPResponse) -> None:

@@ -532,6 +532,22 @@ def test_request_carries_messages_tools_and_sampling():
         assert (gen.text, gen.finish_reason, gen.prompt_tokens, gen.completion_tokens) == ("hello", "stop", 7, 3)
 
 
+def test_tools_in_the_prompt_for_a_server_whose_template_ignores_them():
+    """``#tools=prompt``: the schemas go into the system prompt (as the in-process backends put
+    them for such a template), and no tools= is sent."""
+    from frognano.runtime.prompt import tools_block
+
+    messages = [{"role": "system", "content": "Fix it."}, *USER]
+    with Stub(lambda r, n: completion()) as stub:
+        load_model(f"openai:m@{stub.url}#tools=prompt").generate(messages, [READ])
+        body = stub.requests[-1].body
+        assert "tools" not in body
+        assert body["messages"][0] == {"role": "system", "content": "Fix it.\n\n" + tools_block([READ])}
+        assert body["messages"][1:] == USER
+    with pytest.raises(ModelError, match="tools must be server or prompt, got 'both'"):
+        load_model("openai:m@http://h/v1#tools=both")
+
+
 def test_missing_usage_is_estimated_and_length_is_kept():
     with Stub(lambda r, n: completion("abcdef", finish="length", usage=None)) as stub:
         gen = OpenAIModel("m", stub.url, model_check=False).generate(USER)
