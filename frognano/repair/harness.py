@@ -433,6 +433,11 @@ class ToolBox:
             self.all_passed = True
         if run.collect_errors:
             return ToolResult(_bounded("collection error: " + run.collect_errors[0].summary))
+        if not run.tests:
+            # "0 passed, 0 failed" reads like a success to a weak model; say what to give instead.
+            raise ToolError(f"run_tests: no test matches {', '.join(_show(w, 40) for w in (wanted or ['all'])[:3])}; "
+                            f"give test ids like {self.failing[0] if self.failing else 'tests/test_x.py::test_y'}, "
+                            "or no selection for the failing tests")
         failing = run.failing
         lines = [f"{len(run.tests) - len(failing)} passed, {len(failing)} failed"]
         if rewrote:

@@ -307,6 +307,12 @@ def _selection_case(make_project, outside, selection: list[str], *words: str):
     outside.check()
 
 
+def test_run_tests_of_nothing_says_so(make_project, outside):
+    """A selection no test matches (SmolLM2 sent ``[", "]``) is an error naming a real test id,
+    not "0 passed, 0 failed", which a weak model reads as success."""
+    _selection_case(make_project, outside, [", "], "no test matches", "tests/test_m.py::test_one")
+
+
 def test_run_tests_refuses_junitxml(make_project, outside):
     _selection_case(make_project, outside, [f"--junitxml={outside.sentinel / 'precious.txt'}"], "options")
 
