@@ -153,7 +153,7 @@ class ToolCallGrammar:
         # turn (and as a trained model emits it).  ``tags`` maps each tag's id to the ids of the
         # tokens that spell a proper prefix of it.
         vocab = tokenizer.get_vocab()
-        decoded = info.decoded_vocab
+        decoded = list(info.decoded_vocab)  # once: each access of the property converts the whole vocabulary
         self.tags: dict[int, frozenset[int]] = {}
         for tag in (OPEN_TAG, CLOSE_TAG):
             tag_id = vocab.get(tag)
@@ -172,25 +172,42 @@ class ToolCallGrammar:
             if piece and i not in skip:
                 self.pieces.setdefault(piece, i)
         self.encode = _encoder(tokenizer)
-        # For each token, the longer tokens that start with its bytes (what a forced piece can
-        # merge into) and the tokens that merge with it into one token (``a`` + ``b`` spelled
-        # by a single token): where the bare forced token is chosen, those cannot follow it in
-        # the tokenizer's own encoding.
-        import numpy as np
+        # The ordinary tokens sorted by their bytes: the tokens starting with some bytes are one
+        # run of it (``longer``), found by bisection when a forced piece needs them (building
+        # these tables for the whole vocabulary up front took seconds for 49k tokens).
+        ordered = sorted((piece, i) for i, piece in enumerate(self.spelling) if piece and i not in skip)
+        self._keys = [piece for piece, _ in ordered]
+        self._ids = [i for _, i in ordered]
+        self._longer: dict[bytes, Any] = {}
+        self._partners: dict[int, Any] = {}
 
-        longer: dict[bytes, list[int]] = {}
-        partners: dict[int, list[int]] = {}
-        for i, piece in enumerate(self.spelling):
-            if not piece or i in skip:
-                continue
-            for k in range(1, len(piece)):
-                head = piece[:k]
-                longer.setdefault(head, []).append(i)
-                a, b = self.pieces.get(head), self.pieces.get(piece[k:])
-                if a is not None and b is not None:
-                    partners.setdefault(a, []).append(b)
-        self.longer = {k: np.asarray(v, dtype=np.int64) for k, v in longer.items()}
-        self.partners = {k: np.asarray(sorted(set(v)), dtype=np.int64) for k, v in partners.items()}
+    def longer(self, piece: bytes):
+        """The ids of the tokens longer than ``piece`` that start with it (a numpy array)."""
+        found = self._longer.get(piece)
+        if found is None:
+            import bisect
+
+            import numpy as np
+
+            lo = bisect.bisect_right(self._keys, piece)  # past ``piece`` itself
+            hi = lo
+            while hi < len(self._keys) and self._keys[hi].startswith(piece):
+                hi += 1
+            found = self._longer[piece] = np.asarray(self._ids[lo:hi], dtype=np.int64)
+        return found
+
+    def partners(self, token: int):
+        """The ids of the tokens ``b`` that merge with ``token`` into one token (its bytes
+        followed by b's spell a token): where the bare token is chosen, none of them can follow
+        it in the tokenizer's own encoding (a numpy array)."""
+        found = self._partners.get(token)
+        if found is None:
+            import numpy as np
+
+            piece = self.spelling[token]
+            rests = (self.pieces.get(self.spelling[t][len(piece):]) for t in self.longer(piece))
+            found = self._partners[token] = np.asarray(sorted({b for b in rests if b is not None}), dtype=np.int64)
+        return found
 
     def compile(self, tools: Sequence[dict[str, Any]]) -> Any:
         key = json.dumps(tool_functions(tools), sort_keys=True)
@@ -340,7 +357,7 @@ class ToolCallMatcher:
             return {first} if 0 <= first < self._vocab_size and mask[first] else None
         # One token covers the rest of the forced text: the model's next choice may merge into it.
         np = self._np
-        longer = self._vocab.longer.get(self._spelling[first], np.empty(0, dtype=np.int64))
+        longer = self._vocab.longer(self._spelling[first])
         choice = {int(t) for t in longer[mask[longer]]} if len(longer) else set()
         if mask[first] and self._bare_stands(first, forced.decode("utf-8")):
             choice.add(first)
@@ -357,8 +374,8 @@ class ToolCallMatcher:
             self._after = (token, None)
             return True
         after = np.flatnonzero(self._grammar_mask(probe))
-        partners = self._vocab.partners.get(token)
-        if partners is not None:
+        partners = self._vocab.partners(token)
+        if len(partners):
             after = np.setdiff1d(after, partners, assume_unique=False)
         if len(after) > self._EXACT_CHECK:
             self._after = (token, None)
@@ -390,8 +407,8 @@ class ToolCallMatcher:
             return
         token, ok = after
         if ok is None:
-            partners = self._vocab.partners.get(token)
-            if partners is not None and mask.sum() > len(partners):
+            partners = self._vocab.partners(token)
+            if len(partners) and mask.sum() > len(partners):
                 kept = mask.copy()
                 kept[partners] = False
                 if kept.any():
