@@ -8,6 +8,10 @@ The layout this reads is the one the rest of FrogNano writes:
   ``pictures/``, and the undo copies of ``--apply`` in ``undo/``;
 - ``trees/<repo>-<commit>/``: a repository's tree at a task's git base, exported once by
   ``frognano eval`` and ``frognano train`` (its ``.frognano-tree`` names the repository);
+- ``models/<stem>-<sha256>-<kind>/``: a GGUF file converted once for ``--model torch:FILE.gguf``
+  or ``mlx:FILE.gguf`` (``runtime/gguf.py``; its ``frognano-import.json`` names the file), and
+  ``models/.<name>.*/``, an import under way (its process holds a lock on the folder) or one
+  that was killed;
 - ``.removing-*``: what an interrupted ``frognano cache clean`` left half deleted.
 
 Removal only ever touches those entries, never the rest of the cache root (which may be a
@@ -62,16 +66,31 @@ class TreeEntry:
 
 
 @dataclass
+class ModelEntry:
+    """A GGUF file imported under ``models/`` (or an import not finished)."""
+
+    folder: Path
+    size: int
+    source: Path | None  # the GGUF file it was converted from, as its record names it
+    kind: str | None  # "torch" or "mlx"
+    architecture: str | None
+    finished: bool  # False: a staging folder, an import under way or killed
+    in_use: bool  # an import is writing it now (it holds the folder's lock)
+
+
+@dataclass
 class Inventory:
     root: Path
     projects: list[ProjectEntry] = field(default_factory=list)
     trees: list[TreeEntry] = field(default_factory=list)
+    models: list[ModelEntry] = field(default_factory=list)
     leftovers: list[tuple[Path, int]] = field(default_factory=list)  # ``.removing-*`` folders
     other: list[tuple[Path, int]] = field(default_factory=list)  # not FrogNano's: never removed
 
     @property
     def total(self) -> int:
         return (sum(p.total for p in self.projects) + sum(t.size for t in self.trees)
+                + sum(m.size for m in self.models)
                 + sum(size for _, size in self.leftovers) + sum(size for _, size in self.other))
 
 
@@ -176,6 +195,35 @@ def _tree(folder: Path) -> TreeEntry:
     return TreeEntry(folder, size_of(folder), source, commit)
 
 
+def _folder_locked(folder: Path) -> bool:
+    """Whether a process holds the lock ``gguf._import`` takes on its staging folder."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing releases the lock
+    return False
+
+
+def _model(folder: Path) -> ModelEntry:
+    from .runtime.gguf import RECORD  # light: the converters load only to convert
+
+    record: dict = {}
+    with contextlib.suppress(OSError, ValueError):
+        data = json.loads((folder / RECORD).read_text())
+        record = data if isinstance(data, dict) else {}
+    finished = not folder.name.startswith(".")
+    source = record.get("source")
+    return ModelEntry(folder, size_of(folder), Path(source) if isinstance(source, str) else None,
+                      record.get("to"), record.get("architecture"), finished,
+                      in_use=not finished and _folder_locked(folder))
+
+
 def inventory(root: Path | None = None) -> Inventory:
     """Everything under the cache root, grouped as ``frognano cache`` shows it."""
     root = cache_root() if root is None else root
@@ -190,6 +238,12 @@ def inventory(root: Path | None = None) -> Inventory:
                     inv.other.append((Path(sub.path), size_of(Path(sub.path))))
         elif entry.name == "trees" and entry.is_dir(follow_symlinks=False):
             inv.trees.extend(_tree(Path(sub.path)) for sub in _entries(path) if sub.is_dir(follow_symlinks=False))
+        elif entry.name == "models" and entry.is_dir(follow_symlinks=False):
+            for sub in _entries(path):
+                if sub.is_dir(follow_symlinks=False):
+                    inv.models.append(_model(Path(sub.path)))
+                else:
+                    inv.other.append((Path(sub.path), size_of(Path(sub.path))))
         elif entry.name.startswith(TRASH_PREFIX) and entry.is_dir(follow_symlinks=False):
             inv.leftovers.append((path, size_of(path)))
         else:
@@ -204,9 +258,10 @@ class Selection:
     projects: list[ProjectEntry] = field(default_factory=list)
     trees: list[TreeEntry] = field(default_factory=list)
     leftovers: list[Path] = field(default_factory=list)
+    models: list[ModelEntry] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.projects or self.trees or self.leftovers)
+        return bool(self.projects or self.trees or self.leftovers or self.models)
 
 
 def _within(path: Path, folder: Path) -> str | None:
@@ -221,12 +276,20 @@ def _within(path: Path, folder: Path) -> str | None:
 def select(inv: Inventory, target: Path | None) -> Selection:
     """The entries of ``target``'s project (everything with ``target`` None): its folder under
     ``projects/``, the trees exported from it and their projects.  ``target`` may also be one
-    of the cache's own folders, e.g. a project folder the listing shows."""
+    of the cache's own folders, e.g. a project folder the listing shows, or a GGUF file, whose
+    imports under ``models/`` it selects."""
     if target is None:
-        return Selection(list(inv.projects), list(inv.trees), [p for p, _ in inv.leftovers])
+        return Selection(list(inv.projects), list(inv.trees), [p for p, _ in inv.leftovers], list(inv.models))
     inside = _within(target, inv.root / "projects")
     if inside is not None:
         return Selection([p for p in inv.projects if p.folder.name == inside])
+    inside = _within(target, inv.root / "models")
+    if inside is not None:
+        return Selection(models=[m for m in inv.models if m.folder.name == inside])
+    if Path(target).is_file():
+        real = Path(os.path.realpath(target))
+        return Selection(models=[m for m in inv.models
+                                 if m.source is not None and Path(os.path.realpath(m.source)) == real])
     inside = _within(target, inv.root / "trees")
     if inside is not None:
         trees = [t for t in inv.trees if t.folder.name == inside]
@@ -261,6 +324,7 @@ class Removed:
     removed: list[Path] = field(default_factory=list)
     freed: int = 0
     in_use: list[ProjectEntry] = field(default_factory=list)  # kept: a session holds them
+    importing: list[ModelEntry] = field(default_factory=list)  # kept: an import is writing them
 
 
 def remove(inv: Inventory, selection: Selection) -> Removed:
@@ -282,6 +346,13 @@ def remove(inv: Inventory, selection: Selection) -> Removed:
         _discard(tree.folder, inv.root)
         done.removed.append(tree.folder)
         done.freed += tree.size
+    for model in selection.models:
+        if not model.finished and _folder_locked(model.folder):
+            done.importing.append(model)
+            continue
+        _discard(model.folder, inv.root)
+        done.removed.append(model.folder)
+        done.freed += model.size
     for leftover in selection.leftovers:
         size = size_of(leftover)
         shutil.rmtree(leftover, ignore_errors=True)

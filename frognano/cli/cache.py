@@ -48,7 +48,9 @@ def cache_group(ctx: click.Context, as_json: bool) -> None:
       undo copies    what `frognano undo` restores after `fix --apply`
 
     trees/ holds repositories exported at a task's git commit by `frognano eval` and `frognano
-    train`.  Sizes add up file sizes.  `frognano cache clean` removes entries.
+    train`.  models/ holds GGUF files converted once for --model torch:FILE.gguf or
+    mlx:FILE.gguf (NAME-SHA256-KIND, keyed by the file's content; a changed file is converted
+    again).  Sizes add up file sizes.  `frognano cache clean` removes entries.
     """
     if ctx.invoked_subcommand is not None:
         return
@@ -64,12 +66,15 @@ def cache_group(ctx: click.Context, as_json: bool) -> None:
                           "in_use": p.in_use, "total": p.total, "sizes": p.sizes} for p in inv.projects],
             "trees": [{"folder": str(t.folder), "source": str(t.source) if t.source else None,
                        "commit": t.commit, "size": t.size} for t in inv.trees],
+            "models": [{"folder": str(m.folder), "source": str(m.source) if m.source else None,
+                        "kind": m.kind, "architecture": m.architecture, "size": m.size,
+                        "finished": m.finished, "in_use": m.in_use} for m in inv.models],
             "leftovers": [{"folder": str(p), "size": n} for p, n in inv.leftovers],
             "other": [{"path": str(p), "size": n} for p, n in inv.other],
         }, indent=2))
         return
     click.echo(f"FrogNano cache: {inv.root} ({_where_from()}), {human_size(inv.total)} in all")
-    if not (inv.projects or inv.trees or inv.leftovers or inv.other):
+    if not (inv.projects or inv.trees or inv.models or inv.leftovers or inv.other):
         click.echo("  empty")
         return
     for p in sorted(inv.projects, key=lambda p: -p.total):
@@ -83,6 +88,14 @@ def cache_group(ctx: click.Context, as_json: bool) -> None:
     for t in inv.trees:
         origin = f"{t.source} at {t.commit[:12]}" if t.source and t.commit else "an export that never finished"
         click.echo(f"\n{_short(t.folder, inv.root)}  {human_size(t.size)}  {origin}")
+    for m in inv.models:
+        if m.finished:
+            what = f"{m.kind or 'an'} import of {m.source}" if m.source else "an import (its record is missing)"
+            if m.architecture:
+                what += f" ({m.architecture})"
+        else:
+            what = "an import under way" if m.in_use else "an import that never finished"
+        click.echo(f"\n{_short(m.folder, inv.root)}  {human_size(m.size)}  {what}" + ("  [in use]" if m.in_use else ""))
     for path, size in inv.leftovers:
         click.echo(f"\n{_short(path, inv.root)}  {human_size(size)}  left by an interrupted clean")
     if inv.other:
@@ -92,15 +105,17 @@ def cache_group(ctx: click.Context, as_json: bool) -> None:
 
 @cache_group.command("clean", short_help="Remove a project's entries (default: the current folder's), or all.")
 @click.argument("path", required=False, type=click.Path(path_type=Path))
-@click.option("--all", "all_", is_flag=True, help="Remove every project's entries and every exported tree.")
+@click.option("--all", "all_", is_flag=True,
+              help="Remove every project's entries, every exported tree and every imported model.")
 def clean(path: Path | None, all_: bool) -> None:
     """Remove the cache entries of the project at PATH (default: the current folder).
 
-    PATH may also be a folder that `frognano cache` lists (projects/NAME-HASH), e.g. that of
-    a project you deleted.  Removed are the project's shadow copies, run logs, episodes, stored
-    runs and undo copies (`frognano undo` cannot restore an earlier --apply afterwards), and the
-    trees exported from it.  With --all: every project and tree; files in the cache folder that
-    FrogNano did not make are kept.
+    PATH may also be a folder that `frognano cache` lists (projects/NAME-HASH, models/...), e.g.
+    that of a project you deleted, or a GGUF file, whose imports under models/ are removed.
+    Removed are the project's shadow copies, run logs, episodes, stored runs and undo copies
+    (`frognano undo` cannot restore an earlier --apply afterwards), and the trees exported from
+    it.  With --all: every project, tree and imported model; files in the cache folder that
+    FrogNano did not make are kept, and so is an import under way.
 
     A project whose shadow copy a running `frognano fix`, `watch` or `serve` holds (their lock
     files say so) is kept, and the command exits 2 naming it.  Exported trees have no lock: do
@@ -128,7 +143,13 @@ def clean(path: Path | None, all_: bool) -> None:
         click.echo(f"removed {_short(removed, inv.root)}")
     if done.removed:
         click.echo(f"freed {human_size(done.freed)} in {inv.root}")
+    kept = []
     if done.in_use:
         names = ", ".join(f"{_short(p.folder, inv.root)} ({p.project or 'project path not recorded'})"
                           for p in done.in_use)
-        fail(UsageError(f"kept {names}: a running frognano fix, watch or serve holds it; stop it and clean again"))
+        kept.append(f"kept {names}: a running frognano fix, watch or serve holds it; stop it and clean again")
+    if done.importing:
+        names = ", ".join(_short(m.folder, inv.root) for m in done.importing)
+        kept.append(f"kept {names}: an import is writing it; clean again when it has finished")
+    if kept:
+        fail(UsageError("; ".join(kept)))

@@ -1,7 +1,7 @@
-"""``frognano model tiny`` and ``frognano export``: make a small random model, quantise a checkpoint.
+"""``frognano model tiny|import`` and ``frognano export``: random models, GGUF in, quantised out.
 
-Registered on the main group by ``main.py``; the machinery (tokenizers, mlx-lm, llama.cpp's
-converter) is imported inside each command, so ``frognano --help`` stays fast.
+Registered on the main group by ``main.py``; the machinery (tokenizers, transformers, mlx-lm,
+llama.cpp's converter) is imported inside each command, so ``frognano --help`` stays fast.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def human_size(n: int) -> str:
 
 @click.group("model")
 def model_group() -> None:
-    """Make local models for tests and smoke runs."""
+    """Make local models: import a GGUF file, or a small random one for tests and smoke runs."""
 
 
 @model_group.command("tiny")
@@ -63,17 +63,58 @@ def tiny(out: Path, fmt: str, seed: int) -> None:
     )
 
 
+@model_group.command("import", short_help="Convert a GGUF file (llama.cpp, Ollama) into a model folder.")
+@click.argument("source", metavar="FILE.gguf", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("out", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--to", "to", type=click.Choice(["torch", "mlx", "mlx-4bit"]), default="torch", show_default=True,
+              help="torch: a transformers folder, float32.  mlx: an mlx-lm folder, float16.  "
+                   "mlx-4bit: mlx-lm affine 4-bit, group size 64.")
+def import_command(source: Path, out: Path, to: str) -> None:
+    """Convert the GGUF file FILE.gguf into the model folder OUT (which must not exist, or be empty).
+
+    The weights are de-quantised by transformers' GGUF reader (the file's architecture must be
+    one it reads: llama, qwen2, qwen3, gemma3, ...); the tokenizer, its chat template and the
+    generation config come along.  mlx and mlx-4bit are converted from those de-quantised
+    weights by mlx-lm, so a quantised GGUF is never re-quantised from its own blocks.  Needs
+    torch, transformers and gguf (and mlx-lm for the mlx targets); nothing is downloaded.
+
+    Load the result with --model torch:OUT or --model mlx:OUT.  To use a GGUF without a
+    folder of your own, give it directly: --model torch:FILE.gguf (or mlx:FILE.gguf) converts
+    it once into FrogNano's cache (`frognano cache` lists it) and loads it from there.
+
+    Ollama keeps its GGUFs as ~/.ollama/models/blobs/sha256-* (the manifests under
+    ~/.ollama/models/manifests name the model's blob).
+    """
+    from ..runtime.gguf import import_gguf
+
+    try:
+        result = import_gguf(source, out, to)
+    except FrogNanoError as exc:
+        fail(exc)
+    click.echo(f"wrote {result.path}: {result.architecture} as {to}, {human_size(result.size_bytes)} "
+               f"({result.size_bytes} bytes) in {result.seconds:.1f} s")
+
+
 @click.command("export")
 @click.argument("checkpoint", type=click.Path(path_type=Path))
 @click.option("--to", "to", type=click.Choice(["mlx-4bit", "gguf"]), required=True,
               help="mlx-4bit: mlx-lm affine 4-bit, group size 64.  gguf: llama.cpp's converter, q8_0.")
 @click.argument("out", type=click.Path(path_type=Path))
-def export_command(checkpoint: Path, to: str, out: Path) -> None:
-    """Export the model folder CHECKPOINT, quantised, to OUT; print its size and bits per weight."""
+@click.option("--dtype", type=click.Choice(["float16", "bfloat16", "float32"]), default=None,
+              help="mlx-4bit: cast the unquantised tensors (and so the scales) first.  Default: keep the "
+                   "checkpoint's, as mlx_lm.convert -q does (on mlx's CPU build 16-bit scales decode ~10x "
+                   "slower than float32 ones; on Metal, 16-bit ones are the usual, smaller choice).")
+def export_command(checkpoint: Path, to: str, out: Path, dtype: str | None) -> None:
+    """Export the model folder CHECKPOINT, quantised, to OUT; print its size and bits per weight.
+
+    gguf needs llama.cpp's convert_hf_to_gguf.py: set LLAMA_CPP_DIR to a llama.cpp checkout or to
+    an unpacked llama-cpp-python sdist (pip download --no-deps --no-binary :all:
+    llama-cpp-python==0.3.36, then tar xzf it).
+    """
     from ..runtime.export import export
 
     try:
-        result = export(checkpoint, to, out)
+        result = export(checkpoint, to, out, dtype=dtype)
     except FrogNanoError as exc:
         fail(exc)
     click.echo(f"{result.path}: {human_size(result.size_bytes)} on disk ({result.size_bytes} bytes), "

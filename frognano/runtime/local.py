@@ -363,15 +363,26 @@ def reusable_prefix(cached: Sequence[int], prompt: Sequence[int], trim: Callable
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
-def resolve_model_path(path_or_id: str, kind: str, *, download: bool = False) -> tuple[str, bool]:
+def resolve_model_path(path_or_id: str, kind: str, *, download: bool = False,
+                       convert: bool = True) -> tuple[str, bool]:
     """``(where, is_local)`` for a model spec's path; a one-line ``ModelError`` naming it if none.
 
     An existing path must be a folder with a ``config.json``.  Anything else that looks like a
     Hugging Face Hub id (``owner/name``, not starting with ``.``, ``/`` or ``~``) is looked up in
     the local Hugging Face cache only: FrogNano is offline by default (DESIGN.md §2.4), so the
-    hub itself is asked only with ``download=True`` or ``FROGNANO_ALLOW_DOWNLOAD=1``.
+    hub itself is asked only with ``download=True`` or ``FROGNANO_ALLOW_DOWNLOAD=1``.  A GGUF
+    file (``*.gguf``, or any file starting with GGUF's magic bytes, as Ollama's blobs do) is
+    converted once into FrogNano's cache and that folder is returned (``gguf.cached_import``);
+    with ``convert=False`` (a preflight check) its header is checked and the file returned.
     """
+    from .gguf import cached_import, is_gguf_path, read_header  # light: converters load to convert
+
     path = Path(path_or_id).expanduser()
+    if is_gguf_path(path):
+        if not convert:
+            read_header(path)
+            return str(path), True
+        return str(cached_import(path, kind)), True
     if path.exists():
         if not path.is_dir():
             raise ModelError(f"{kind}:{path_or_id}: not a model folder (it is a file)")

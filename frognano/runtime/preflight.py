@@ -23,7 +23,7 @@ def check_spec(spec: str, *, timeout: float = 3.0) -> None:
     if kind in ("mlx", "torch"):
         from .local import resolve_model_path
 
-        resolve_model_path(rest, kind)
+        resolve_model_path(rest, kind, convert=False)  # a GGUF's conversion waits for the load
     elif kind == "replay":
         file = Path(rest).expanduser()
         if not file.is_file():

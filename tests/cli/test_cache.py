@@ -193,3 +193,42 @@ def test_help_explains_the_cache_and_clean():
     text = " ".join(clean.stdout.split())
     for needle in ("--all", "default: the current folder", "serve", "Exits 2 when nothing matches"):
         assert needle in text, needle
+
+
+def test_clean_all_keeps_a_gguf_import_under_way_and_removes_a_killed_one():
+    """What ``runtime/gguf.py`` leaves in models/ while it converts: a staging folder whose lock
+    the importing process holds (kept), or, killed, one nobody holds (removed).  The whole
+    route, a real import listed and cleaned, is tests/runtime/test_gguf.py's cache test."""
+    import fcntl
+
+    models = cache_root() / "models"
+    running, killed = models / ".smol-ab12-torch.x1", models / ".smol-ab12-torch.x2"
+    for folder in (running, killed):
+        (folder / "model").mkdir(parents=True)
+        (folder / "model" / "model.safetensors").write_bytes(b"\0" * 1000)
+    fd = os.open(running, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        entries = {Path(m["folder"]).name: m for m in listing()["models"]}
+        assert entries[running.name]["in_use"] and not entries[running.name]["finished"]
+        assert not entries[killed.name]["in_use"] and entries[killed.name]["size"] == 1000
+        shown = frognano("cache")
+        assert f"models/{running.name}" in shown.stdout and "an import under way" in shown.stdout
+        assert "an import that never finished" in shown.stdout
+
+        proc = frognano("cache", "clean", "--all")
+        assert proc.returncode == 2 and f"kept models/{running.name}: an import is writing it" in proc.stderr
+        assert f"removed models/{killed.name}" in proc.stdout
+        assert running.is_dir() and not killed.exists()
+    finally:
+        os.close(fd)
+    proc = frognano("cache", "clean", str(running))  # a listed folder, once its import has ended
+    assert proc.returncode == 0, proc.stderr
+    assert not running.exists()
+
+
+def test_help_names_the_imported_models():
+    shown = frognano("cache", "--help")
+    assert "models/" in shown.stdout and "torch:FILE.gguf" in shown.stdout
+    clean = frognano("cache", "clean", "--help")
+    assert "GGUF" in clean.stdout and "imported model" in clean.stdout
