@@ -165,10 +165,11 @@ def test_llama_cpp_dir_may_be_a_checkout_or_an_unpacked_llama_cpp_python_sdist(t
 # -- the GGUF round trip on the real model ------------------------------------------------------
 
 LLAMA_CPP_PYTHON = "0.3.36"
-SDIST = Path("/tmp/llama") / f"llama_cpp_python-{LLAMA_CPP_PYTHON}"
-GET_SDIST = (f"mkdir -p /tmp/llama && cd /tmp/llama && pip download --no-deps --no-binary :all: "
-             f"llama-cpp-python=={LLAMA_CPP_PYTHON} && tar xzf llama_cpp_python-{LLAMA_CPP_PYTHON}.tar.gz "
-             f"(or set LLAMA_CPP_DIR to an unpacked sdist or a llama.cpp checkout)")
+# Where .ci/run unpacks llama-cpp-python's sdist (its vendored llama.cpp holds the converter).
+SDIST = Path(__file__).resolve().parents[2] / ".venv" / "sdist" / f"llama_cpp_python-{LLAMA_CPP_PYTHON}"
+GET_SDIST = (f"mkdir -p .venv/sdist && .venv/bin/pip download --no-deps --no-binary :all: -d .venv/sdist "
+             f"llama-cpp-python=={LLAMA_CPP_PYTHON} && tar xzf .venv/sdist/llama_cpp_python-{LLAMA_CPP_PYTHON}.tar.gz "
+             f"-C .venv/sdist (or set LLAMA_CPP_DIR to an unpacked sdist or a llama.cpp checkout)")
 
 
 @pytest.fixture
