@@ -440,15 +440,32 @@ class ToolCallMatcher:
         return firsts or None
 
     def _close(self, mask) -> None:
-        """Near the end of the budget: where a token that closes something (a quote, a bracket)
-        is allowed, only those; the JSON then closes within a few tokens."""
+        """Near the end of the budget: inside a string, only the tokens that end it (a quote
+        first); outside one, only those that close a list or an object where the grammar allows
+        one.  The JSON then closes within a few tokens."""
         np = self._np
+        in_string, escaped = self._string_state()
+        if escaped:
+            return  # the next character is escaped: any allowed token, then the quote
+        first = (b'"',) if in_string else (b"]", b"}")
         allowed = np.flatnonzero(mask)
-        closers = [int(t) for t in allowed
-                   if self._spelling[t][:1] in (b'"', b"]", b"}") or not self._spelling[t]]
+        closers = [int(t) for t in allowed if self._spelling[t][:1] in first or not self._spelling[t]]
         if closers:
             mask[:] = False
             mask[closers] = True
+
+    def _string_state(self) -> tuple[bool, bool]:
+        """Whether the reply so far ends inside a JSON string, and after a backslash there."""
+        start = self._bytes.find(b"{")
+        in_string = escaped = False
+        for byte in self._bytes[start + 1 if start >= 0 else len(self._bytes):]:
+            if escaped:
+                escaped = False
+            elif in_string and byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # quote
+                in_string = not in_string
+        return in_string, escaped
 
     def _longest_piece(self, text: bytes, mask) -> int | None:
         """The allowed token spelling the longest start of ``text`` (None: none does)."""
