@@ -21,9 +21,9 @@ spread a choice's probability over its spellings, a trainer would credit spellin
 choices, and a pretrained model would be driven through token sequences it never saw (and the
 next turn's re-encoded prompt would part from the prompt cache at the first odd split).
 
-Arrays and strings are bounded (``bounded_schema``): a selection of at most ``MAX_ITEMS`` ids,
-strings of at most ``MAX_STRING`` characters, so a constrained reply always closes; near the end
-of its token budget a reply is steered to close (``ToolCallMatcher.closing``).
+Arrays are bounded (``bounded_schema``: a selection of at most ``MAX_ITEMS`` ids) and strings
+by the reply's budget: near its end a reply is steered to close (``ToolCallMatcher.closing``:
+the string's quote, then its brackets), so a constrained reply always closes.
 
 Free of mlx and torch; xgrammar and numpy are imported only when a grammar is built.
 """
@@ -39,7 +39,6 @@ from .base import one_line
 
 OPEN_TAG = "<tool_call>"
 MAX_ITEMS = 16  # entries of an array argument (a test selection)
-MAX_STRING = 4000  # characters of a string argument (a path, a pattern, an edit's old or new text)
 # Tokens before the end of a reply's budget at which a constrained reply is steered to close
 # (``ToolCallMatcher.closing``): the longest closing of a harness call (an edit with its last
 # two strings still to open and close) takes fewer.
@@ -93,9 +92,9 @@ def tool_call_schema(tools: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def bounded_schema(schema: Any) -> Any:
-    """``schema`` with every array and string given an upper bound (``MAX_ITEMS``, ``MAX_STRING``)
-    where it has none: unbounded, a weak model fills a selection with the same id or a string with
-    spaces until its token budget runs out, and the reply never closes."""
+    """``schema`` with every array bounded (``MAX_ITEMS``, where it has no bound: unbounded, a weak
+    model fills a selection with the same id until its token budget runs out, and the reply never
+    closes) and every string kept to valid JSON text (no raw control characters)."""
     if isinstance(schema, list):
         return [bounded_schema(s) for s in schema]
     if not isinstance(schema, dict):
@@ -104,9 +103,12 @@ def bounded_schema(schema: Any) -> Any:
     if out.get("type") == "array":
         out.setdefault("maxItems", MAX_ITEMS)
     if out.get("type") == "string" and not {"enum", "const", "pattern", "maxLength"} & set(out):
-        # As a pattern, not maxLength: xgrammar 0.2's maxLength also lets raw control characters
-        # into the string (invalid JSON).  One unit is a character or one JSON escape.
-        out["pattern"] = _JSON_CHARS + "{0,%d}" % MAX_STRING
+        # Not bounded by length in the grammar: xgrammar 0.2's maxLength lets raw control
+        # characters into the string (invalid JSON), and a bounded repeat pattern costs it
+        # 20-400 ms a token inside the string (measured on SmolLM2, benchmarks/harness.py).  A
+        # string is bounded by the reply's budget instead: near its end the reply is steered to
+        # close (``ToolCallMatcher.closing``).  The pattern keeps control characters out.
+        out["pattern"] = _JSON_CHARS + "*"
     return out
 
 
@@ -320,9 +322,41 @@ class ToolCallMatcher:
         if choice:
             mask[:] = False
             mask[sorted(choice)] = True
-        elif self.closing:
-            self._close(mask)
+        else:
+            self._keep_own_spellings(mask)
+            if self.closing:
+                self._close(mask)
         return mask
+
+    def _keep_own_spellings(self, mask) -> None:
+        """Among a few free choices (after a number: more digits, ``}`` or ``}}``), leave out a
+        token the tokenizer would not write there, given the text the grammar forces after it
+        (``}`` then a forced ``}`` is ``}}`` to the tokenizer)."""
+        np = self._np
+        allowed = np.flatnonzero(mask)
+        if not 1 < len(allowed) <= self._EXACT_CHECK or self._vocab.encode is None:
+            return
+        text = self._text()
+        if text is None:
+            return
+        n = len(self._ids)
+        dropped = []
+        for t in allowed:
+            t = int(t)
+            probe = self._matcher.fork()
+            if not self._spelling[t] or not probe.accept_token(t):
+                continue
+            try:
+                more = self._spelling[t].decode("utf-8") + probe.find_jump_forward_string()
+            except UnicodeDecodeError:
+                continue
+            if not more:
+                continue
+            ids = self._vocab.encode(text + more)
+            if ids[:n] == self._ids and len(ids) > n and ids[n] != t:
+                dropped.append(t)
+        if dropped and len(dropped) < len(allowed):
+            mask[dropped] = False
 
     # -- the tokenizer's own encoding ----------------------------------------------------------
 
@@ -356,7 +390,6 @@ class ToolCallMatcher:
         if len(rest) >= 2 or not 0 <= first < self._vocab_size:
             return {first} if 0 <= first < self._vocab_size and mask[first] else None
         # One token covers the rest of the forced text: the model's next choice may merge into it.
-        np = self._np
         longer = self._vocab.longer(self._spelling[first])
         choice = {int(t) for t in longer[mask[longer]]} if len(longer) else set()
         if mask[first] and self._bare_stands(first, forced.decode("utf-8")):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -129,19 +130,24 @@ def mlx_server(tmp_path_factory, tiny_mlx) -> Iterator[tuple[str, str]]:
     port = free_port()
     env = dict(os.environ, HF_HOME=str(hf_home), HF_HUB_CACHE=str(hf_home / "hub"), HF_HUB_OFFLINE="1",
                TRANSFORMERS_OFFLINE="1", HF_HUB_DISABLE_TELEMETRY="1")
-    log_path = root / "server.log"
     url = f"http://127.0.0.1:{port}/v1"
+    args = [sys.executable, "-m", "mlx_lm", "server", "--model", str(model), "--host", "127.0.0.1",
+            "--port", str(port), "--max-tokens", "64"]
+    with serving("mlx_lm.server", args, url, root / "server.log", seconds=60, env=env):
+        yield url, str(model)
+
+
+@contextlib.contextmanager
+def serving(name: str, args: list[str], url: str, log_path: Path, *, seconds: float,
+            env: dict[str, str] | None = None) -> Iterator[subprocess.Popen]:
+    """A server process started with ``args``, once ``{url}/models`` answers 200; stopped after."""
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "mlx_lm", "server", "--model", str(model), "--host", "127.0.0.1",
-             "--port", str(port), "--max-tokens", "64"],
-            stdout=log, stderr=subprocess.STDOUT, env=env,
-        )
+        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + seconds
         while True:
             if proc.poll() is not None:
-                pytest.fail(f"mlx_lm.server exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}")
+                pytest.fail(f"{name} exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}")
             try:
                 with urllib.request.urlopen(f"{url}/models", timeout=2) as resp:
                     if resp.status == 200:
@@ -149,10 +155,16 @@ def mlx_server(tmp_path_factory, tiny_mlx) -> Iterator[tuple[str, str]]:
             except OSError:
                 pass
             if time.monotonic() > deadline:
-                pytest.fail(f"mlx_lm.server did not answer {url}/models within 60 s:\n{log_path.read_text()[-3000:]}")
+                pytest.fail(f"{name} did not answer {url}/models within {seconds:g} s:\n"
+                            f"{log_path.read_text()[-3000:]}")
             time.sleep(0.2)
-        yield url, str(model)
+        yield proc
     finally:
+        stop(proc)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
         proc.terminate()
         try:
             proc.wait(timeout=10)

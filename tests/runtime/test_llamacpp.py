@@ -29,7 +29,7 @@ from frognano.runtime.http import OpenAIModel
 from frognano.runtime.preflight import check_spec
 
 from ..conftest import write_project
-from .conftest import free_port
+from .conftest import free_port, serving, stop
 
 pytestmark = [pytest.mark.real_model, pytest.mark.slow]
 
@@ -63,36 +63,8 @@ def llama_server(gguf: Path, log_path: Path, alias: str | None = None) -> Iterat
     if alias:
         args += ["--model_alias", alias]
     url = f"http://127.0.0.1:{port}/v1"
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"llama_cpp.server exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(f"{url}/models", timeout=2) as resp:
-                    if resp.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"llama_cpp.server did not answer {url}/models within 120 s:\n"
-                            f"{log_path.read_text()[-3000:]}")
-            time.sleep(0.2)
+    with serving("llama_cpp.server", args, url, log_path, seconds=120) as proc:
         yield url, proc
-    finally:
-        stop(proc)
-
-
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
 
 
 @pytest.fixture(scope="session")
