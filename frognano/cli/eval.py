@@ -114,13 +114,16 @@ class _Bar:
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
               help="Seconds a test may run before it counts as hanging (default 30).")
 @click.option("--max-turns", type=click.IntRange(min=1), default=None, help="Assistant turns per episode (default 16).")
+@click.option("--max-new-tokens", type=click.IntRange(min=1), default=None,
+              help="Tokens the model may generate per turn (default 512).")
 @click.option("--partial-credit", is_flag=True, help="Reward the fraction of FAIL_TO_PASS tests that pass "
               "(0 when a PASS_TO_PASS test breaks) instead of all-or-nothing; resolve rates are unchanged.")
 @click.option("-v", "--verbose", count=True, help="Log more (-v steps, -vv details).")
 def eval_command(tasks_file: Path, model: str | None, search_only: bool, model_only: bool,
                  repos: tuple[Path, ...], episodes: int, limit: int | None, family: str | None,
                  workers: int, ray: str | None, out: Path | None, as_json: bool, seed: int,
-                 timeout: float | None, max_turns: int | None, partial_credit: bool, verbose: int) -> None:
+                 timeout: float | None, max_turns: int | None, max_new_tokens: int | None, partial_credit: bool,
+                 verbose: int) -> None:
     """Measure how well the operator search, a model, or both repair the bugs of TASKS.jsonl.
 
     TASKS.jsonl holds `frognano synth` output or SWE-smith / SWE-bench-style rows (instance_id,
@@ -132,7 +135,8 @@ def eval_command(tasks_file: Path, model: str | None, search_only: bool, model_o
 
     Prints the resolve rate with its 95% Wilson interval, pass@k and pass^k, SR_k (solved within
     k turns) and seconds per task, overall and per family and difficulty feature, then the
-    episode diagnostics (error recovery, regressions, lost solutions, retries, invalid calls).
+    episode diagnostics (error recovery, regressions, lost solutions, retries, invalid calls,
+    loops, how the model episodes ended, turns, tokens and seconds per episode).
     """
     from .main import _setup_logging
 
@@ -162,7 +166,8 @@ def eval_command(tasks_file: Path, model: str | None, search_only: bool, model_o
             from ..runtime.base import parse_spec
 
             parse_spec(model)
-        settings = {k: v for k, v in {"timeout": timeout, "max_turns": max_turns}.items() if v is not None}
+        settings = {k: v for k, v in {"timeout": timeout, "max_turns": max_turns,
+                                      "max_new_tokens": max_new_tokens}.items() if v is not None}
         plan = EvalPlan(solver, model, episodes, seed, tuple(str(Path(r).resolve()) for r in repos),
                         settings, RewardConfig(partial=partial_credit))
         tasks, problems = load_tasks(tasks_file)
@@ -217,8 +222,13 @@ def eval_command(tasks_file: Path, model: str | None, search_only: bool, model_o
         console.print(f"error recovery {_pct(s.error_recovery_rate)}, regressions {_pct(s.regression_rate)}, "
                       f"lost solutions {_pct(s.lost_solution_rate)}, identical retries "
                       f"{_pct(s.identical_retry_rate)}, invalid tool calls {_pct(s.invalid_call_rate)}; "
-                      f"per episode {_mean(s.mean_turns)} turns, {_mean(s.mean_tokens)} tokens, "
-                      f"{_mean(s.mean_seconds, ' s')}")
+                      f"per episode {_mean(s.mean_turns)} turns, {_mean(s.mean_tokens)} tokens "
+                      f"({_mean(s.mean_tokens_out)} generated), "
+                      f"{_mean(s.mean_seconds, ' s')}", soft_wrap=True)
+        if s.model_episodes:
+            ends = ", ".join(f"{end} {n}" for end, n in s.ends.items())
+            console.print(f"{s.model_episodes} model episode(s): with an invalid call {_pct(s.invalid_episode_rate)}, "
+                          f"looping {_pct(s.loop_rate)}; ended {ends}", soft_wrap=True)
     else:
         console.print(f"regressions {_pct(s.regression_rate)}")
     resumed = f", {run.skipped} episode(s) resumed from {out}" if run.skipped else ""

@@ -14,10 +14,27 @@ from typing import Any
 from ..errors import UsageError
 from .grpo import GRPOConfig
 
-__all__ = ["PRESETS", "TrainConfig"]
+__all__ = ["ATTENTION", "PRESETS", "TrainConfig", "default_lora_targets"]
 
 BACKENDS = ("torch", "mlx")
 SAMPLERS = ("frontier", "uniform")
+#: The attention projections of Llama- and Qwen-style blocks (the same bare names on both backends).
+ATTENTION: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+
+
+def default_lora_targets(base_model: str, tiny: dict[str, Any]) -> list[str]:
+    """The LoRA targets for a base model when none are given.
+
+    The random tiny model with its own output layer (``tiny.tie_word_embeddings`` false, as the
+    tiny presets build it) adapts that layer alone: its blocks compute fixed random features and
+    what can learn in minutes is the read-out (the presets' comment below).  Every other base
+    adapts the attention projections: a pretrained model's blocks are what it knows, and its
+    output layer is usually tied to the input embeddings (SmolLM2, Qwen2.5-0.5B), which LoRA
+    cannot adapt alone (``torch_grpo.lora_model`` refuses).
+    """
+    if base_model == "tiny" and tiny.get("tie_word_embeddings", True) is False:
+        return ["lm_head"]
+    return list(ATTENTION)
 
 
 @dataclass
@@ -61,7 +78,14 @@ class TrainConfig:
                 "temperature with seeds fixed across evaluations, and the rate is their mean (pass@1 from k samples)"})
     eval_every: int = field(default=5, metadata={"help": "held-out evaluation every N steps (0: only at the end)"})
     grpo: dict[str, Any] = field(default_factory=lambda: {"learning_rate": 2e-3}, metadata={
-        "help": "GRPOConfig fields (loss_type, epsilon, epsilon_high, beta, learning_rate, lora_rank, ...)"})
+        "help": "GRPOConfig fields (loss_type, epsilon, epsilon_high, beta, learning_rate, lora_rank, ...; "
+                "the LoRA targets are lora_targets below)"})
+    lora_targets: list[str] | None = field(default=None, metadata={
+        "help": "modules that get LoRA adapters, by bare name (peft target_modules; mlx finds the same names "
+                "in its blocks).  Default per base model: lm_head for the tiny random model with its own "
+                "output layer (as the tiny presets build it); the attention projections q_proj, k_proj, "
+                "v_proj, o_proj for every other base, e.g. a pretrained one, whose output layer is usually "
+                "tied to its embeddings and cannot take an adapter alone"})
     tiny: dict[str, Any] = field(default_factory=dict, metadata={
         "help": "build_tiny arguments for base_model 'tiny' (hidden_size, layers, ...)"})
     export: str = field(default="mlx-4bit", metadata={
@@ -118,10 +142,34 @@ class TrainConfig:
                              f"once a file is changed); unknown: {', '.join(unknown) or '-'}")
         if self.export not in ("mlx-4bit", "none"):
             raise UsageError(f"export must be mlx-4bit or none, got {self.export!r}")
+        self._resolve_lora_targets()
         self.grpo_config()  # its own checks, with this config's temperature
 
+    def _resolve_lora_targets(self) -> None:
+        """``lora_targets`` made explicit (so config.json records what trains).  ``grpo.lora_targets``,
+        the older spelling, is moved here: one place for them, and a run started with either
+        spelling resumes with the other."""
+        grpo = dict(self.grpo)
+        older = grpo.pop("lora_targets", None)
+        if older is not None and self.lora_targets is not None and list(older) != list(self.lora_targets):
+            raise UsageError(f"lora_targets ({', '.join(self.lora_targets)}) and grpo.lora_targets "
+                             f"({', '.join(older)}) differ: give one of them")
+        targets = self.lora_targets if self.lora_targets is not None else older
+        if targets is None:
+            targets = default_lora_targets(self.base_model, self.tiny)
+        if isinstance(targets, str) or not all(isinstance(t, str) and t for t in targets) or not targets:
+            raise UsageError(f"lora_targets must be a non-empty list of module names (e.g. q_proj, v_proj), "
+                             f"got {targets!r}")
+        if "lm_head" in targets and self.base_model == "tiny" and self.tiny.get("tie_word_embeddings", True) \
+                is not False:
+            raise UsageError("lora_targets names lm_head, but base_model 'tiny' ties its output layer to the "
+                             "embeddings unless tiny.tie_word_embeddings is false: set it false, or leave lm_head out")
+        self.lora_targets, self.grpo = list(targets), grpo
+
     def grpo_config(self) -> GRPOConfig:
-        return GRPOConfig(**{**self.grpo, "temperature": self.temperature})
+        # lora_targets is resolved by __post_init__ (never None here).
+        return GRPOConfig(**{**self.grpo, "temperature": self.temperature,
+                             "lora_targets": tuple(self.lora_targets or ())})
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -168,7 +216,9 @@ class TrainConfig:
 # rule for answers cut by the token limit, let "apply again and again" drift in unpunished.
 _TINY_MODEL: dict[str, Any] = {
     "tiny": {"tie_word_embeddings": False},
-    "grpo": {"learning_rate": 1e-2, "mask_truncated": False, "lora_targets": ["lm_head"]},
+    # No lora_targets: the default for this model is lm_head (``default_lora_targets``), and a
+    # preset run with a pretrained --base-model gets that base's default (attention projections).
+    "grpo": {"learning_rate": 1e-2, "mask_truncated": False},
 }
 
 #: Named starting points (``--preset``); flags and ``--config`` override their fields.

@@ -48,6 +48,9 @@ __all__ = ["EvalPlan", "Evaluator", "ResultsFile", "evaluate"]
 log = logging.getLogger(__name__)
 
 SOLVERS = ("search", "model", "both")
+#: The most lanes ``Settings`` accepts (its bound in ``config._BOUNDS``): a many-core machine's
+#: share per worker is capped there rather than refused.
+MAX_LANES = 8
 
 
 @dataclass(frozen=True)
@@ -84,7 +87,7 @@ class EvalPlan:
     def make_settings(self, workers: int = 1) -> Settings:
         values = {"model": self.model, **{k: coerce(k, v) for k, v in self.settings.items()}}
         if "lanes" not in self.settings:  # the cores are shared between the workers
-            values["lanes"] = max(1, (os.cpu_count() or 1) // max(1, workers))
+            values["lanes"] = min(MAX_LANES, max(1, (os.cpu_count() or 1) // max(1, workers)))
         return Settings(**values)
 
 
@@ -153,6 +156,7 @@ class Evaluator:
     def __init__(self, plan: EvalPlan, workers: int = 1, progress: Progress | None = None) -> None:
         self.plan = plan
         self.settings = plan.make_settings(workers)
+        self.workers = workers
         self.progress = progress or Silent()
         self._envs: dict[Path, RepoEnv] = {}
         self._model = None
@@ -170,7 +174,11 @@ class Evaluator:
             if self.plan.model and self._model is None:
                 from ..runtime.lazy import LazyModel
 
-                self._model = LazyModel(self.plan.model, self.progress)  # one model for every env
+                # One model for every env.  Its torch threads are the cores that the test lanes of
+                # every worker leave (as ``fix`` sizes them): torch's default, a thread per core,
+                # waits on the tests at every kernel (SmolLM2, 2 loaded cores: an episode of 2
+                # turns took 55 s on 2 threads, 12 s on 1).
+                self._model = LazyModel(self.plan.model, self.progress, lanes=self.settings.lanes * self.workers)
             self._envs[tree] = RepoEnv(tree, python_for(repo, tree, self.settings), model=self._model,
                                        progress=self.progress)
         return self._envs[tree]

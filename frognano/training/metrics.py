@@ -16,6 +16,11 @@ Estimators, named exactly:
   without replacement *all* succeed: a consistency measure, where pass@k measures coverage;
 * SR_k: the share of episodes resolved within k model turns (0 turns: the search alone solved it).
 
+How a model spends its episodes, the baseline a trainer starts from: the invalid-call rate
+(malformed calls per tool call), the share of model episodes with any invalid call, the loop
+rate (model episodes the harness ended for repeating themselves, ``looping``), how every model
+episode ended (``ends``: submitted, turn_budget, ...), and tokens and seconds per episode.
+
 Rows with status "error" are infrastructure failures, not attempts: they are counted as errors
 and left out of every rate, mean and count of attempts, so a flaky sandbox does not read as a
 weak model. Only the standard library is used, so the CLI imports this cheaply.
@@ -43,6 +48,9 @@ FEATURES: tuple[str, ...] = ("operator", "bugs", "hint", "distance")
 DEFAULT_TURN_KS: tuple[int, ...] = (1, 2, 4, 8, 16)
 #: The feature value of a family key that ``Family.from_key`` rejects.
 UNKNOWN = "?"
+#: The end of a model episode that repeated itself (``repair.agent.EpisodeStatus.LOOPING``;
+#: spelled out so that this module stays free of the repair package).
+LOOPING = "looping"
 _FIELDS = ("instance_id", "episode", "family", "status", "turns", "tokens_in", "tokens_out", "seconds",
            "tool_calls", "invalid_calls", "identical_retries", "met_error", "ever_passed", "has_patch",
            "regressions")
@@ -116,6 +124,7 @@ class Episode:
     status: str
     turns: int = 0
     tokens: int = 0  # tokens_in + tokens_out
+    tokens_out: int = 0  # the model's own (generated) tokens
     seconds: float = 0.0
     tool_calls: int = 0
     invalid_calls: int = 0
@@ -124,6 +133,10 @@ class Episode:
     ever_passed: bool = False
     has_patch: bool = False
     regressed: bool = False  # the final patch broke a PASS_TO_PASS test
+    # How the model episode ended (``EpisodeStatus``: submitted, turn_budget, looping, ...);
+    # None where no model episode ran (the search's fix, an error row, or rows written before
+    # eval recorded it).
+    end: str | None = None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Episode:
@@ -136,10 +149,12 @@ class Episode:
                              f"(instance_id {row['instance_id']!r}, episode {row['episode']!r})")
         return cls(str(row["instance_id"]), int(row["episode"]), str(row["family"]), row["status"],
                    turns=int(row["turns"]), tokens=int(row["tokens_in"]) + int(row["tokens_out"]),
+                   tokens_out=int(row["tokens_out"]),
                    seconds=float(row["seconds"]), tool_calls=int(row["tool_calls"]),
                    invalid_calls=int(row["invalid_calls"]), identical_retries=int(row["identical_retries"]),
                    met_error=bool(row["met_error"]), ever_passed=bool(row["ever_passed"]),
-                   has_patch=bool(row["has_patch"]), regressed=bool(row["regressions"]))
+                   has_patch=bool(row["has_patch"]), regressed=bool(row["regressions"]),
+                   end=row.get("episode_status") or None)
 
 
 def latest(rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -213,7 +228,12 @@ class Stats:
     lost_solution_rate: float | None = None  # unresolved among episodes that once passed
     identical_retry_rate: float | None = None  # identical retries per tool call
     invalid_call_rate: float | None = None  # malformed calls per tool call
+    model_episodes: int = 0  # attempts in which a model episode ran (the denominator below)
+    invalid_episode_rate: float | None = None  # model episodes with at least one malformed call
+    loop_rate: float | None = None  # model episodes ended for repeating themselves ("looping")
+    ends: dict[str, int] = field(default_factory=dict)  # how the model episodes ended, commonest first
     mean_tokens: float | None = None  # tokens in + out per episode
+    mean_tokens_out: float | None = None  # generated tokens per episode
     mean_turns: float | None = None
     mean_seconds: float | None = None
     total_seconds: float = 0.0  # over attempts only, so seconds_per_task = total_seconds / tasks
@@ -290,7 +310,16 @@ def _stats(name: str, rows: Sequence[Episode], ks: Sequence[int], ks_turns: Sequ
     calls = sum(e.tool_calls for e in done)
     stats.identical_retry_rate = _ratio(sum(e.identical_retries for e in done), calls)
     stats.invalid_call_rate = _ratio(sum(e.invalid_calls for e in done), calls)
+    model = [e for e in done if e.end is not None]
+    stats.model_episodes = len(model)
+    stats.invalid_episode_rate = _share(model, lambda e: e.invalid_calls > 0)
+    stats.loop_rate = _share(model, lambda e: e.end == LOOPING)
+    ends: dict[str, int] = {}
+    for e in model:
+        ends[e.end] = ends.get(e.end, 0) + 1  # type: ignore[index]
+    stats.ends = dict(sorted(ends.items(), key=lambda kv: (-kv[1], kv[0])))
     stats.mean_tokens = _ratio(sum(e.tokens for e in done), n)
+    stats.mean_tokens_out = _ratio(sum(e.tokens_out for e in done), n)
     stats.mean_turns = _ratio(sum(e.turns for e in done), n)
     stats.total_seconds = float(sum(e.seconds for e in done))
     stats.mean_seconds = _ratio(stats.total_seconds, n)

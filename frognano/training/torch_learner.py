@@ -26,7 +26,8 @@ class TorchLearner:
     """``learner.Learner`` on torch (see the module docstring)."""
 
     def __init__(self, config: TrainConfig, run: Path) -> None:
-        from ..runtime.torch import TorchModel
+        from ..runtime.lazy import decode_threads
+        from ..runtime.torch import TorchModel, pick_device
         from . import distributed
         from .torch_grpo import lora_model, make_optimizer
 
@@ -34,8 +35,15 @@ class TorchLearner:
         path = base_model_path(config, run)
         # One GPU per process of a launch (its LOCAL_RANK); else the runtime's choice.
         device = f"cuda:{distributed.local_rank()}" if distributed.active() and torch.cuda.is_available() else None
+        options = {}
+        if pick_device(device).type == "cpu":
+            # torch's default, a thread per core, waits at every kernel on the test processes
+            # that run beside the rollouts (rewards, background synthesis): the cores the loop's
+            # one test lane leaves (loop._Envs), as `fix` sizes them.  SmolLM2 on 2 loaded
+            # cores: one tiny-ci-sized step took 195 s on 2 threads, 34 s on 1.
+            options["threads"] = decode_threads(1)
         try:
-            loaded = TorchModel.load(path, cache_prompt=True, device=device)
+            loaded = TorchModel.load(path, cache_prompt=True, device=device, **options)
         except FrogNanoError as exc:
             raise UsageError(f"cannot load the base model {config.base_model}: {exc}") from None
         grpo = config.grpo_config()

@@ -145,7 +145,7 @@ def test_summarize_counts_a_redone_episode_once():
 
 def test_episode_from_row_reads_every_field():
     e = Episode.from_row(row("A", 3, "resolved", turns=2, tokens_in=7, tokens_out=5, regressions=["t"]))
-    assert e == Episode("A", 3, "compare-b1-function-d0", "resolved", turns=2, tokens=12, seconds=10.0,
+    assert e == Episode("A", 3, "compare-b1-function-d0", "resolved", turns=2, tokens=12, tokens_out=5, seconds=10.0,
                         tool_calls=4, ever_passed=True, has_patch=True, regressed=True)
 
 

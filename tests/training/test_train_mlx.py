@@ -76,7 +76,7 @@ def test_the_mlx_learner_resumes_exactly_and_fuses_what_it_learned(tmp_path, hea
     config = TrainConfig(backend="mlx", grpo={"learning_rate": 5e-2})
     if head:
         config = TrainConfig(backend="mlx", tiny={"tie_word_embeddings": False},
-                             grpo={"learning_rate": 5e-2, "lora_targets": PRESETS["tiny"]["grpo"]["lora_targets"]})
+                             grpo={"learning_rate": 5e-2, "lora_targets": TrainConfig(**PRESETS["tiny"]).lora_targets})
     grpo = config.grpo_config()
     learner = make_learner(config, tmp_path)
     assert learner.policy.name == "policy:base" and (tmp_path / "base" / "config.json").exists()
