@@ -56,13 +56,17 @@ def forward_logits(model, ids: list[int]) -> np.ndarray:
     return np.array(logits).astype(np.float64)
 
 
-def allowed_masks(model, tools, token_ids: list[int]) -> list[np.ndarray | None]:
-    """Each step's allowed tokens, from a fresh matcher walked over ``token_ids`` (None: free)."""
+def allowed_masks(model, tools, token_ids: list[int], max_tokens: int = 48) -> list[np.ndarray | None]:
+    """Each step's allowed tokens, from a fresh matcher walked over ``token_ids`` (None: free),
+    steered to close in the last ``CLOSE_MARGIN`` steps of ``max_tokens`` as the decode loops do."""
+    from frognano.runtime.grammar import CLOSE_MARGIN
+
     if not tools:
         return [None] * len(token_ids)
     matcher = model._matcher(tools)  # a new walk through the model's own grammar
     masks = []
-    for token in token_ids:
+    for step, token in enumerate(token_ids):
+        matcher.closing = max_tokens - step <= CLOSE_MARGIN
         mask = matcher.allowed()
         masks.append(None if mask is None else mask.copy())
         assert mask is None or mask[token], "a sampled token the grammar did not allow"
