@@ -230,20 +230,15 @@ def inventory(root: Path | None = None) -> Inventory:
     inv = Inventory(root)
     for entry in _entries(root):
         path = Path(entry.path)
-        if entry.name == "projects" and entry.is_dir(follow_symlinks=False):
+        if entry.name in ("projects", "models") and entry.is_dir(follow_symlinks=False):
+            read, found = (_project, inv.projects) if entry.name == "projects" else (_model, inv.models)
             for sub in _entries(path):
                 if sub.is_dir(follow_symlinks=False):
-                    inv.projects.append(_project(Path(sub.path)))
+                    found.append(read(Path(sub.path)))
                 else:
                     inv.other.append((Path(sub.path), size_of(Path(sub.path))))
         elif entry.name == "trees" and entry.is_dir(follow_symlinks=False):
             inv.trees.extend(_tree(Path(sub.path)) for sub in _entries(path) if sub.is_dir(follow_symlinks=False))
-        elif entry.name == "models" and entry.is_dir(follow_symlinks=False):
-            for sub in _entries(path):
-                if sub.is_dir(follow_symlinks=False):
-                    inv.models.append(_model(Path(sub.path)))
-                else:
-                    inv.other.append((Path(sub.path), size_of(Path(sub.path))))
         elif entry.name.startswith(TRASH_PREFIX) and entry.is_dir(follow_symlinks=False):
             inv.leftovers.append((path, size_of(path)))
         else:
