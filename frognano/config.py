@@ -58,6 +58,8 @@ def check_value(name: str, value: Any, key: str | None = None) -> str | None:
         return _check_mode(value, key)
     if name == "sandbox_writable":
         return _check_writable(value, key)
+    if name == "test_env":
+        return _check_env_names(value, key)
     if name not in _BOUNDS:
         return None
     low, high, low_open, unit = _BOUNDS[name]
@@ -95,6 +97,16 @@ def _check_writable(writable: Any, key: str) -> str | None:
     return None
 
 
+def _check_env_names(names: Any, key: str) -> str | None:
+    """``test_env``: names of variables (or ``PREFIX_*``), never ``NAME=value``."""
+    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
+        return f"{key} must be a list of variable names, got {names!r}"
+    for name in names:
+        if not name or "=" in name or "\0" in name or "*" in name[:-1]:
+            return f"{key}: {name!r} is not a variable name (or a PREFIX_* pattern)"
+    return None
+
+
 def _num(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
@@ -124,8 +136,10 @@ class Settings:
     max_new_tokens: int = field(default=512, metadata={"help": "tokens the model may generate per turn"})
     constrain: bool = field(default=True, metadata={"help": "constrain in-process models to well-formed tool calls"})
     allow_test_edits: bool = field(default=False, metadata={"help": "let fixes change test modules and conftest.py (the offer then says it edits tests); pytest's configuration and [tool.frognano] are never changed"})
+    allow_data_edits: bool = field(default=False, metadata={"help": "let fixes change files the tests read (expected.json beside a test); by default such data is part of the specification"})
     sandbox: str = field(default="auto", metadata={"help": "confine test processes by the OS (Landlock, Seatbelt): writes only in the shadow copy and the run's temp dir, no TCP; auto (where the kernel allows; says once when it cannot) | required (refuse to run unconfined) | off"})
     sandbox_writable: list[str] = field(default_factory=list, metadata={"help": "more paths confined tests may write (absolute or ~/...), e.g. a cache the tests fill"})
+    test_env: list[str] = field(default_factory=list, metadata={"help": "environment variables the tests get besides the allow-list (PATH, locale, TERM, ...; HOME is a folder of the run), by name or PREFIX_*, e.g. [\"DATABASE_URL\"]"})
 
     def __post_init__(self) -> None:
         for name in _BOUNDS:  # one place for every numeric range (see _BOUNDS)
@@ -143,7 +157,7 @@ class Settings:
             python=self.python, test_args=list(self.test_args), timeout=self.timeout,
             collect_timeout=self.collect_timeout, memory_mb=self.memory_mb,
             fsize_mb=self.fsize_mb, warm=self.warm, swap=self.swap, sandbox=self.sandbox,
-            sandbox_writable=list(self.sandbox_writable),
+            sandbox_writable=list(self.sandbox_writable), test_env=list(self.test_env),
         )
 
 

@@ -24,7 +24,7 @@ from ..repair import lastfix
 from ..repair.apply import apply_patch
 from ..repair.apply import recover as recover_interrupted
 from ..repair.engine import Engine, FixReport
-from ..sandbox.workspace import Workspace
+from ..sandbox.workspace import Workspace, storage_error
 from .render import FixRenderer, stderr_console
 
 log = logging.getLogger(__name__)
@@ -66,15 +66,15 @@ def run_fix(opts: FixOptions) -> int:
             errors.print(f"[bold red]error:[/] {escape(model_error)}; searching without it", soft_wrap=True)
         settings = dataclasses.replace(settings, model=None)
     files = lastfix.fingerprint(ws.root)
-    with ws, renderer.live(), Engine(ws, settings, progress=renderer) as engine:
-        try:
-            diagnosis = engine.diagnose(opts.keyword)
-        except FrogNanoError as exc:
-            report = FixReport("error", message=str(exc), notes=engine.notes, exit_code=exc.exit_code)
-        else:
-            if not opts.as_json:
-                renderer.diagnosis(diagnosis)
-            report = engine.fix(opts.keyword, diagnosis=diagnosis)
+    try:
+        report = _search(ws, settings, renderer, opts)
+    except FrogNanoError as exc:  # before any report: the cache cannot be written (StorageError)
+        return _fail(str(exc), exc.exit_code, opts.as_json)
+    except OSError as exc:  # a write for a run (its request, its results) found the disk full
+        error = storage_error(exc, ws.cache)
+        if error is None:
+            raise
+        return _fail(str(error), error.exit_code, opts.as_json)
     if model_error is not None:
         _blame_model(report, model_error, opts.as_json)
     if report.fix is not None:
@@ -87,6 +87,17 @@ def run_fix(opts: FixOptions) -> int:
     else:
         renderer.report(report, opts.path, apply_hint=_apply_command(opts), suggest_model=model_error is None)
     return report.exit_code
+
+
+def _search(ws: Workspace, settings: Settings, renderer: FixRenderer, opts: FixOptions) -> FixReport:
+    with ws, renderer.live(), Engine(ws, settings, progress=renderer) as engine:
+        try:
+            diagnosis = engine.diagnose(opts.keyword)
+        except FrogNanoError as exc:
+            return FixReport("error", message=str(exc), notes=engine.notes, exit_code=exc.exit_code)
+        if not opts.as_json:
+            renderer.diagnosis(diagnosis)
+        return engine.fix(opts.keyword, diagnosis=diagnosis)
 
 
 def _check_model(settings: Settings) -> str | None:

@@ -103,6 +103,10 @@ def synth_command(repos: tuple[Path, ...], out: Path, n: int, workers: int, seed
         if dependent:
             click.echo(f"  {len(dependent)} test(s) depend on their order, not used: "
                        + ", ".join(dependent[:3]) + (", ..." if len(dependent) > 3 else ""))
+        flaky = summary.flaky.get(repo)
+        if flaky:
+            click.echo(f"  {len(flaky)} test(s) fail now and then on the clean code, not used: "
+                       + ", ".join(flaky[:3]) + (", ..." if len(flaky) > 3 else ""))
         over = summary.passed_over.get(repo)
         if over:
             click.echo("  passed over: " + ", ".join(f"{why} {count}" for why, count in over.most_common()))

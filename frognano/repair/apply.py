@@ -45,6 +45,22 @@ def _check_path(root: Path, rel: str) -> None:
         raise ApplyError(f"{rel}: outside the project or a symlink; nothing was written")
 
 
+def _check_writable(root: Path, patch: Patch) -> None:
+    """Refuse before anything is journaled when a file's folder cannot take the temp beside it:
+    on a read-only file system even the cleanup of a temp that was never made fails, and the
+    journal would be left for the next run to trip over (a user's ``chmod -R a-w``, a read-only
+    mount, ``chattr +i``: root's writes are refused by the last two as well)."""
+    for folder in sorted({(root / e.path).parent for e in patch.edits}):
+        try:
+            read_only = bool(os.statvfs(folder).f_flag & os.ST_RDONLY) if hasattr(os, "statvfs") else False
+        except OSError:
+            continue  # a folder that is not there yet: the write itself says what is wrong
+        if read_only or not os.access(folder, os.W_OK | os.X_OK):
+            where = folder.relative_to(root).as_posix() if folder != root else "the project folder"
+            why = "is on a read-only file system" if read_only else "is not writable"
+            raise ApplyError(f"cannot write the fix: {where} {why}; nothing was written")
+
+
 def _encode(root: Path, e: FileEdit) -> bytes:
     try:
         return encode_source(e.after, like=root / e.path)
@@ -83,6 +99,7 @@ def apply_patch(root: Path, patch: Patch, *, cache: Path | None = None) -> Path:
         _check_path(root, e.path)
     if len({e.path for e in patch.edits}) != len(patch.edits):
         raise ApplyError("the fix names a file twice; nothing was written")
+    _check_writable(root, patch)
     undo_root = (cache or project_cache(root)) / "undo"
     changed = "{path} changed since the fix was computed; nothing was written (run frognano fix again)"
     with _locked(undo_root, root):

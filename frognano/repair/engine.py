@@ -54,6 +54,9 @@ class Diagnosis:
     run: RunResult
     coverage: CoverageMap
     locations: list[Location]
+    # With -k: a run (with coverage) of the tests the selection left out; a fix must keep those
+    # that passed passing where they cover its change (``Verifier``'s ``outside``).
+    outside: RunResult | None = None
 
     @property
     def failing(self) -> list[str]:
@@ -143,6 +146,7 @@ class Engine:
                  model: Model | None = None) -> None:
         self.ws = ws
         self.settings = settings
+        ws.allow_data_edits = settings.allow_data_edits  # what the specification makes of test reads
         self.progress: Progress = progress or Silent()
         self._runner: TestRunner | None = None
         self._model = model
@@ -272,11 +276,17 @@ class Engine:
         self.sync()
         run = self.baseline(k)
         coverage = CoverageMap.from_run(run)
-        diagnosis = Diagnosis(run, coverage, self.locate(run, coverage))
+        diagnosis = Diagnosis(run, coverage, self.locate(run, coverage), self._outside(k) if k and run.failing else None)
         n = len(diagnosis.locations)
         log.info("%d tests ran, %d failing; %d suspicious line%s ranked", len(run.tests), len(run.failing),
                  n, "s" * (n != 1))
         return diagnosis
+
+    def _outside(self, k: str) -> RunResult:
+        """The tests ``-k k`` left out, with coverage: -k chooses which failures to fix, never
+        which tests may break (a fix that breaks a test outside the selection is no fix)."""
+        self.progress.phase("running the tests outside -k")
+        return self.runner.run(None, args=["-k", f"not ({k})"], coverage=True)
 
     def locate(self, run: RunResult, coverage: CoverageMap) -> list[Location]:
         """The suspicious lines of ``run``'s failures (none when nothing fails)."""
@@ -348,7 +358,7 @@ class Engine:
         ones must keep passing (DESIGN.md invariant 2)."""
         return Verifier(self.ws, self.runner, diagnosis.run, diagnosis.coverage,
                         timeout=self.settings.timeout, factor=self.settings.candidate_timeout_factor,
-                        allow_test_edits=self.settings.allow_test_edits)
+                        allow_test_edits=self.settings.allow_test_edits, outside=diagnosis.outside)
 
     def search(self, diagnosis: Diagnosis, verifier: Verifier,
                cancel: threading.Event | None = None) -> SearchResult:

@@ -153,8 +153,15 @@ def _file_sha(path: Path) -> str | None:
 
 
 def _unlink(path: Path) -> None:
-    with contextlib.suppress(FileNotFoundError):
+    try:
         os.unlink(path)
+    except FileNotFoundError:
+        pass
+    except OSError:
+        # A read-only mount answers EROFS even for a path that is not there: a temp never
+        # created is as good as removed, and a rollback must not fail on it.
+        if os.path.lexists(path):
+            raise
 
 
 def _write_temp(s: _Swap) -> None:

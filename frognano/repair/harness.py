@@ -44,6 +44,7 @@ from .grep import SECONDS as SEARCH_SECONDS
 from .grep import GrepError, GrepTimeout, grep
 from .localize import Location
 from .patch import FileEdit, Patch
+from .tampering import refusal as reaches_runner
 
 log = logging.getLogger(__name__)
 
@@ -337,6 +338,10 @@ class ToolBox:
         why = self.spec.reason(rel, old_text, new_text, allow_test_edits=self.allow_test_edits)
         if why:  # first: whatever else is wrong with the edit, this is the rule it breaks
             raise ToolError(why)
+        if rel.endswith(".py") and not self.spec.edits_tests([rel]):
+            why = reaches_runner(rel, old_text, new_text)
+            if why:  # the verifier would refuse the patch too (Verifier.refuses): say so now
+                raise ToolError(why)
         if _SURROGATE.search(new_text):
             raise ToolError("the new text holds a lone surrogate, which is not valid Unicode text")
         try:

@@ -16,6 +16,7 @@ nothing.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 
 from ..sandbox.results import RunResult
@@ -23,6 +24,7 @@ from ..sandbox.runner import TestRunner
 from ..sandbox.specification import Specification
 from ..sandbox.spectra import CoverageMap
 from ..sandbox.workspace import Workspace
+from . import tampering
 from .localize import StatementMap
 from .patch import Patch, Verification
 
@@ -123,11 +125,25 @@ def candidate_timeouts(baseline: RunResult, timeout: float, factor: float) -> di
 class Verifier:
     def __init__(self, ws: Workspace, runner: TestRunner, baseline: RunResult,
                  coverage: CoverageMap, *, timeout: float, factor: float,
-                 allow_test_edits: bool = False, spec: Specification | None = None) -> None:
+                 allow_test_edits: bool = False, spec: Specification | None = None,
+                 outside: RunResult | None = None) -> None:
+        """``outside``: a run (with coverage) of the tests a ``-k`` selection left out.  A fix
+        is judged by every test that covers its change, not only the selection's: those of
+        them that passed join the originally passing tests (their failures stay out of it)."""
         self.ws = ws
         self.runner = runner
         self.failing = baseline.failing
+        self.outside = 0  # passing tests outside the -k selection that judge candidates too
+        if outside is not None:
+            kept = {n: t for n, t in outside.tests.items() if t.outcome == "passed" and n not in baseline.tests}
+            baseline = RunResult(tests={**baseline.tests, **kept}, collected=[*baseline.collected, *outside.collected])
+            # (an outside test without coverage is in no test's map, so ``covering`` would never
+            # pick it: the outside run has coverage, and the confirmation runs them all anyway)
+            coverage = CoverageMap({**CoverageMap.from_run(outside).by_test, **coverage.by_test})
+            self.outside = len(kept)
         self.passing = baseline.passing
+        # Fresh-interpreter confirmations so far, and the seconds they took (benchmarks/confirmation.py).
+        self.confirms, self.confirm_seconds = 0, 0.0
         # What the failing tests said (assertion messages, exception text): literal ingredients.
         self.messages = [baseline.tests[n].message for n in self.failing if n in baseline.tests]
         self.coverage = coverage
@@ -174,22 +190,28 @@ class Verifier:
         return [n for n in self.passing if n in selected and n in passing]
 
     def refuses(self, patch: Patch) -> str:
-        """Why ``patch`` may not be a fix (it touches the specification); "" when it may."""
+        """Why ``patch`` may not be a fix (it touches the specification, or its edit of the code
+        under test reaches into the test runner); "" when it may."""
         for e in patch.edits:
             why = self.spec.reason(e.path, e.before, e.after, allow_test_edits=self.allow_test_edits)
             if why:
                 return why
+            if e.path.endswith(".py") and not self.spec.edits_tests([e.path]):
+                why = tampering.refusal(e.path, e.before, e.after)
+                if why:
+                    return why
         return ""
 
     def edits_tests(self, patch: Patch) -> bool:
         return self.spec.edits_tests(patch.files)
 
-    def _run(self, patch: Patch, nodeids: list[str]) -> tuple[RunResult, list[str]]:
-        """Run ``nodeids`` from pristine specification files; also what the run rewrote of them."""
+    def _run(self, patch: Patch, nodeids: list[str], *, fresh: bool = False) -> tuple[RunResult, list[str]]:
+        """Run ``nodeids`` from pristine specification files; also what the run rewrote of them.
+        ``fresh``: in a new interpreter (``TestRunner.run``)."""
         keep = set(patch.files)  # an opted-in test edit is the patch's own text, not a rewrite
         protected = [r for r in self._protected if r not in keep]
         self.ws.ensure_pristine(protected, self._strays)
-        run = self.runner.run(nodeids, timeouts=self.timeouts)
+        run = self.runner.run(nodeids, timeouts=self.timeouts, fresh=fresh)
         self.runs += 1
         return run, self.ws.ensure_pristine(protected, self._strays)
 
@@ -203,6 +225,8 @@ class Verifier:
             first, rewrote = self._run_failing(patch)
             if rewrote:
                 return CandidateResult(still_failing=list(self.failing), refused=_rewrote(rewrote))
+            if first.tampered:
+                return CandidateResult(still_failing=list(self.failing), refused=_tampered(first))
             for n in self.failing:
                 t = first.tests.get(n)
                 (result.fixed if t is not None and t.passed else result.still_failing).append(n)
@@ -214,7 +238,7 @@ class Verifier:
             covering = self.covering(patch)
             if covering:
                 second, rewrote = self._run(patch, covering)
-                result.refused = _rewrote(rewrote) if rewrote else ""
+                result.refused = _rewrote(rewrote) if rewrote else _tampered(second) if second.tampered else ""
                 result.checked = len(covering)
                 result.broken = [n for n in covering
                                  if n not in second.tests or not second.tests[n].passed]
@@ -251,21 +275,44 @@ class Verifier:
         return changed, worse
 
     def confirm(self, patch: Patch) -> Verification | None:
-        """Run every test of the baseline with the patch; a Verification only if all hold."""
+        """Run every test of the baseline with the patch; a Verification only if all hold.
+
+        The last word on a fix, so it is what the user's own pytest would see: a fresh
+        interpreter (never the warm server's fork, never a body swap), which imports the changed
+        modules from their edited text and runs their module-level code, from pristine test
+        files; and pytest's exit status, read from outside the tests' process, must agree that
+        every selected test passed (0) with what the plugin recorded.
+        """
         if self.refuses(patch):
             return None
         wanted = [*self.failing, *self.passing]
+        started = time.monotonic()
         with self.ws.edited(patch.texts()):
-            run, rewrote = self._run(patch, wanted)
+            run, rewrote = self._run(patch, wanted, fresh=True)
+        self.confirms += 1
+        self.confirm_seconds += time.monotonic() - started
         if rewrote:
             log.info("candidate rejected: %s", _rewrote(rewrote))
+            return None
+        if run.tampered:
+            log.info("candidate rejected: %s", _tampered(run))
             return None
         fixed = [n for n in self.failing if n in run.tests and run.tests[n].passed]
         kept = [n for n in self.passing if n in run.tests and run.tests[n].passed]
         if len(fixed) != len(self.failing) or len(kept) != len(self.passing) or run.collect_errors:
-            log.info("candidate passed its covering tests but not the whole run")
+            log.info("candidate passed its covering tests but not the whole run in a fresh interpreter")
+            return None
+        if run.returncode not in (0, None) or run.exitstatus not in (0, None):
+            # Every test reported passing, yet pytest's process said otherwise: the results
+            # were written by something else than pytest's own verdict.
+            log.info("candidate rejected: the tests reported passing but pytest exited %s (status %s)",
+                     run.returncode, run.exitstatus)
             return None
         return Verification(fail_to_pass=fixed, pass_to_pass=len(kept), scope="suite")
+
+
+def _tampered(run: RunResult) -> str:
+    return f"the code under test rewrote pytest's reporting during the run ({', '.join(run.tampered[:3])})"
 
 
 def _rewrote(paths: list[str]) -> str:

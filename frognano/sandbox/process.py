@@ -14,6 +14,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ._worker import frognano_confine as confine
@@ -22,11 +23,48 @@ WORKER_DIR = Path(__file__).with_name("_worker")
 POLL = 0.05  # seconds between looks at a run in flight
 
 
-def worker_env() -> dict[str, str]:
-    """The environment a worker starts in: ours, with the worker's folder importable."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(WORKER_DIR), env.get("PYTHONPATH")) if p)
+# What the tests inherit of FrogNano's environment (README, "What a test can and cannot do"):
+# finding programs and modules, the locale and the terminal, the user's name, how the
+# interpreter runs and finds its libraries.  Nothing else: a token or a cloud key in
+# FrogNano's environment never reaches code under test unless the project names it in
+# ``test_env``.
+ALLOWED_ENV = frozenset({
+    "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TERM",
+    "VIRTUAL_ENV", "CONDA_PREFIX", "LD_LIBRARY_PATH", "PYTHONPATH",
+    "PYTHONHASHSEED", "PYTHONUTF8", "PYTHONIOENCODING", "PYTHONWARNINGS", "PYTHONDEVMODE",
+    "PYTHONFAULTHANDLER", "PYTHONMALLOC", "PYTHONHOME", "PYTHONNOUSERSITE", "PYTHONUSERBASE",
+})
+ALLOWED_PREFIXES = ("LC_",)
+
+
+def allowed(name: str, extra: Sequence[str] = ()) -> bool:
+    """Whether the variable ``name`` reaches the tests: the allow-list, or ``extra`` (names,
+    or prefixes ending in ``*``)."""
+    return (name in ALLOWED_ENV or name.startswith(ALLOWED_PREFIXES) or name in extra
+            or any(e.endswith("*") and name.startswith(e[:-1]) for e in extra))
+
+
+def test_environment(extra: Sequence[str] = (), home: str | None = None,
+                     environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment the tests get: the allow-listed part of ``environ`` (default: ours) and
+    the names in ``extra``; HOME is ``home`` when given.  PYTHONUSERBASE keeps the user's own
+    site-packages importable under that HOME."""
+    environ = os.environ if environ is None else environ
+    env = {k: v for k, v in environ.items() if allowed(k, extra)}
+    if home is not None:
+        if "PYTHONUSERBASE" not in env and "HOME" in environ:
+            env["PYTHONUSERBASE"] = os.path.join(environ["HOME"], ".local")
+        env["HOME"] = home
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def worker_env() -> dict[str, str]:
+    """The environment a worker starts in: the allow-listed part of ours (a process's start-up
+    environment stays readable in /proc/self/environ, so nothing else may be in it), with the
+    worker's folder importable.  Each run then sets the tests' own (the request's ``env``)."""
+    env = test_environment()
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(WORKER_DIR), env.get("PYTHONPATH")) if p)
     return env
 
 

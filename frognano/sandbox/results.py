@@ -87,6 +87,12 @@ class RunResult:
     swapped: int | None = None
     fallback: str = ""
     timing: dict[str, float] = field(default_factory=dict)  # a session run's phases, in ms
+    # What the code under test patched of pytest's reporting or of the plugin during the run
+    # (the plugin's check against what it captured at import): a run with any is no evidence.
+    tampered: list[str] = field(default_factory=list)
+    # The exit status of the run's process, as the runner saw it from outside (fresh runs: the
+    # worker mirrors pytest's); None when not known.  0 is pytest's "all selected tests passed".
+    returncode: int | None = None
 
     @property
     def failing(self) -> list[str]:
@@ -134,6 +140,7 @@ class RunResult:
             self.swapped = (self.swapped or 0) + other.swapped
         self.fallback = other.fallback or self.fallback
         self.timing = other.timing or self.timing
+        self.tampered = [*self.tampered, *(t for t in other.tampered if t not in self.tampered)]
 
 
 def _shadow_pattern(shadow: str) -> re.Pattern[str] | None:
@@ -194,6 +201,10 @@ def parse_results(path: Path) -> tuple[RunResult, str | None]:
             run.swapped = int(rec.get("functions", 0))
         elif kind == "fallback":
             run.fallback = str(rec.get("reason", ""))
+        elif kind == "tampered":
+            what = str(rec.get("what", ""))[:200]
+            if what and what not in run.tampered:
+                run.tampered.append(what)
         elif kind == "timing":
             run.timing = {k: float(v) for k, v in rec.items() if k != "kind"}
     return run, running

@@ -33,7 +33,7 @@ from ..errors import ProjectError, UsageError
 from ._worker import frognano_confine as confine
 from .denials import denial_note, denied_writes
 from .forkserver import ServerLost, WarmServerClient
-from .process import POLL, Watch, describe_exit, kill_run, killpg, tail, worker_env
+from .process import POLL, Watch, describe_exit, kill_run, killpg, tail, test_environment, worker_env
 from .results import CollectError, RunResult, TestResult, parse_results, unfinished_lines
 from .workspace import Workspace
 
@@ -41,6 +41,8 @@ log = logging.getLogger(__name__)
 
 _MAX_RELAUNCHES = 25
 _warned_unconfined: set[str] = set()  # "tests run unconfined" is said once per process and reason
+_warned_partial: set[str] = set()  # "tests run without namespaces", likewise
+_NAMESPACES = True  # runs enter their own user, mount and network namespaces where the kernel allows
 
 
 @dataclass
@@ -58,6 +60,7 @@ class RunnerConfig:
     swap: bool = True  # partial runs in the warm session: collected once, edits swapped in
     sandbox: str = "auto"  # confine test processes: auto | required | off (see frognano_confine)
     sandbox_writable: list[str] = field(default_factory=list)  # more paths the tests may write
+    test_env: list[str] = field(default_factory=list)  # more environment variables the tests get
 
     def __post_init__(self) -> None:
         if self.timeout <= 0:
@@ -75,6 +78,19 @@ def probe_sandbox() -> tuple[str, str]:
     The project's interpreter runs on the same kernel, so FrogNano asks here, before a run.
     """
     return confine.probe()
+
+
+def _gap_warning(confinement: str, gap: str) -> str:
+    """What a confined run lacks (``confinement``: the worker's layers, ``gap``: why), in words."""
+    if "mount+net namespaces" not in confinement:
+        seccomp = "denied by seccomp" if "seccomp" in confinement else "not denied either"
+        return (f"tests run without their own mount and network namespaces ({gap}): metadata writes "
+                f"outside the shadow copy (chmod, chown, utime, xattrs) are not denied; UDP, raw and "
+                f"netlink sockets are {seccomp}")
+    if "seccomp" not in confinement:
+        return (f"tests run without the seccomp filter ({gap}): changing other processes' priorities "
+                "and limits, raw sockets and mount changes are not denied")
+    return f"the tests' confinement is incomplete: {gap}"
 
 
 def find_python(root: Path, configured: str | None) -> str:
@@ -134,6 +150,7 @@ class TestRunner(WarmServerClient):
         stop_on_timeout: bool = False,
         name_denials: bool = False,
         stall: tuple[float, float] | None = None,
+        fresh: bool = False,
     ) -> RunResult:
         """Run ``nodeids`` (all tests when None) and return every test's structured result.
 
@@ -157,6 +174,10 @@ class TestRunner(WarmServerClient):
 
         ``cancel`` (default: ``self.cancel``) kills the run in flight when set; the result then
         has ``cancelled`` set and holds only the tests that finished.
+
+        ``fresh`` runs in a new interpreter, never the warm server or its session: what the
+        user's own ``pytest`` would do (the final confirmation of a fix).  The result's
+        ``returncode`` is then that process's exit status, read outside the tests' process.
         """
         started = time.monotonic()
         total = RunResult()
@@ -167,8 +188,10 @@ class TestRunner(WarmServerClient):
         pending = list(nodeids) if nodeids is not None else None
         for _ in range(_MAX_RELAUNCHES):
             options = _Options(coverage, reverse, stop_on_timeout, name_denials, stall)
-            part, running, killed, code, unfinished = self._run_once(pending, args, options, timeouts or {}, cancel)
+            part, running, killed, code, unfinished = self._run_once(pending, args, options, timeouts or {}, cancel,
+                                                                     fresh=fresh)
             total.merge(part)
+            total.returncode = code
             if cancel is not None and cancel.is_set():
                 total.cancelled = True  # the killed test is not a timeout or a crash: no verdict
                 break
@@ -228,6 +251,14 @@ class TestRunner(WarmServerClient):
         # system's temp dir, since unix socket paths in it must stay short.
         self.tmp = Path(tempfile.mkdtemp(prefix="frognano-tmp-"))
         self._cleanup = weakref.finalize(self, shutil.rmtree, str(self.tmp), True)
+        # HOME of the tests: an empty folder of the run's temp dir, so that a tool writing its
+        # ~/.cache or ~/.config stays inside the run and nothing of the user's home is found
+        # there by name (it can still be read by its absolute path).
+        self.home = self.tmp / "home"
+        self.env = test_environment(self.config.test_env, str(self.home))
+        venv = Path(self.python).parent.parent  # .venv/bin/python: not resolved, a venv's is a link
+        if (venv / "pyvenv.cfg").is_file():
+            self.env["VIRTUAL_ENV"] = str(venv)  # the project's, whichever FrogNano runs in
 
     def _unconfined(self, why: str) -> None:
         self.unconfined = why
@@ -240,6 +271,9 @@ class TestRunner(WarmServerClient):
     def _check_confinement(self, result: RunResult) -> None:
         """The worker's word on the run just finished: confined, or why not (refused if required)."""
         if result.confinement:
+            if result.unconfined and result.unconfined not in _warned_partial:  # confined, with gaps
+                _warned_partial.add(result.unconfined)
+                log.warning("%s", _gap_warning(result.confinement, result.unconfined))
             self.confinement, self.unconfined = result.confinement, ""
         elif result.confinement is not None and self.sandbox != "off":
             self.confinement = ""
@@ -270,6 +304,7 @@ class TestRunner(WarmServerClient):
         shadow = self.ws.shadow
         assert shadow is not None
         self.tmp.mkdir(exist_ok=True)
+        self.home.mkdir(exist_ok=True)
         paths = ["src"] if (shadow / "src").is_dir() else []
         cpu = None
         if nodeids:
@@ -292,18 +327,19 @@ class TestRunner(WarmServerClient):
             "limits": {"memory_mb": self.config.memory_mb, "fsize_mb": self.config.fsize_mb,
                        "cpu_seconds": cpu},
             "sandbox": {"mode": self.sandbox, "tmp": str(self.tmp), "writable": self.writable,
-                        "name_denials": options.name_denials},
+                        "name_denials": options.name_denials, "env": self.env,
+                        "namespaces": _NAMESPACES},
         }
 
-    def _run_once(self, nodeids, args, options, timeouts, cancel=None):
+    def _run_once(self, nodeids, args, options, timeouts, cancel=None, *, fresh=False):
         req = self._request(nodeids, args, options, timeouts)
         watch = Watch(Path(req["results"]), self.config.timeout, timeouts, self.config.collect_timeout)
         watch.cancel = cancel
-        if not self._server_failed and self._server is None:
+        if not fresh and not self._server_failed and self._server is None:
             self._start_server()
         self.runs += 1
         fallback = ""
-        if self._server is not None:
+        if self._server is not None and not fresh:
             try:
                 swapped = self._run_session(req, watch) if self._swappable(nodeids, args, options) else None
                 if swapped is not None:

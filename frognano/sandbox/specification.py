@@ -12,7 +12,12 @@ The specification is, conservatively:
 * test modules: what ``is_test_file`` calls a test (``test_*.py``, ``*_test.py``, anything under
   a ``tests``/``test``/``testing`` folder), what pytest's ``python_files`` globs match, and every
   file a collected node id names;
-* every ``conftest.py``, ``pytest.ini`` and ``.pytest.ini``;
+* every ``conftest.py``, ``pytest.ini``, ``.pytest.ini``, ``pytest.toml`` and ``.pytest.toml``
+  (pytest 9 reads the last two first);
+* the data the tests read: files a test module or conftest.py opened during the baseline run
+  (``expected.json`` beside the tests), unless the user opts in (``allow_data_edits``);
+* the docstrings of a module whose doctests run (``--doctest-modules`` names ``m.py::m.f``): the
+  rest of such a module is ordinary code, which a fix may change;
 * the pytest sections of shared configuration files: ``[tool.pytest*]`` (and ``[tool.frognano]``)
   of any ``pyproject.toml``, ``[tool:pytest]`` of ``setup.cfg``, ``[pytest]`` of ``tox.ini``.
   The rest of those files is ordinary project data.
@@ -24,6 +29,7 @@ decide which tests run and how FrogNano judges them, which no test fix needs).
 
 from __future__ import annotations
 
+import ast
 import configparser
 import fnmatch
 import posixpath
@@ -43,8 +49,10 @@ __all__ = ["CONFIG_FILES", "Specification", "is_test_file"]
 RULE = "the tests are the specification"
 # Files pytest may take its configuration from; any of them in a test folder or above one can
 # change how the tests run (pytest looks for one upwards from the common folder of its arguments).
-CONFIG_FILES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
-_WHOLE_CONFIG = frozenset({"pytest.ini", ".pytest.ini"})
+CONFIG_FILES = ("pytest.toml", ".pytest.toml", "pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini",
+                "setup.cfg")
+_WHOLE_CONFIG = frozenset({"pytest.toml", ".pytest.toml", "pytest.ini", ".pytest.ini"})
+_NATIVE_TOML = ("pytest.toml", ".pytest.toml")  # pytest 9: a [pytest] table of native TOML values
 _INI_SECTIONS = ("tool:pytest", "pytest")  # setup.cfg reads the first, tox.ini the second
 _DEFAULT_PYTHON_FILES = ("test_*.py", "*_test.py")
 
@@ -91,6 +99,16 @@ def python_files_globs(read: Callable[[str], str | None]) -> list[str]:
     a fix nothing it needs, under-protecting one lets a fix rewrite a test.
     """
     globs: list[str] = []
+    for name in _NATIVE_TOML:
+        text = read(name)
+        if text is None:
+            continue
+        try:
+            table = tomllib.loads(text).get("pytest", {})
+        except (tomllib.TOMLDecodeError, ValueError, RecursionError):
+            continue
+        if isinstance(table, dict):
+            globs += _python_files_value(table.get("python_files"))
     for name in ("pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg"):
         text = read(name)
         if text is None:
@@ -107,19 +125,57 @@ def python_files_globs(read: Callable[[str], str | None]) -> list[str]:
     return globs
 
 
+def _is_doctest(nodeid: str) -> bool:
+    """Whether ``nodeid`` names a doctest of a Python module (``--doctest-modules``): its name is
+    the dotted name of what holds the docstring (``m.py::m.is_adult``, ``pkg/m.py::pkg.m.C.f``,
+    ``m.py::m`` for the module's own), where a test's is an identifier (``test_x[1.5]``)."""
+    path, _, name = nodeid.partition("::")
+    if not path.endswith(".py") or not name or "::" in name:
+        return False
+    name = name.split("[", 1)[0]
+    return "." in name or name == posixpath.basename(path)[:-3]
+
+
+def _docstrings(text: str | None) -> list[str] | None:
+    """Every docstring of a module in order, and its ``__test__`` table (what doctest runs);
+    None when the text does not parse.  Renaming or moving code keeps them; editing one does not."""
+    if text is None:
+        return []
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            doc = ast.get_docstring(node, clean=False)
+            if doc is not None:
+                found.append(doc)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == "__test__" for t in targets) and node.value is not None:
+                found.append(ast.dump(node.value))
+    return found
+
+
 @dataclass(frozen=True)
 class Specification:
     """The specification of one project: which paths and sections a fix may not change."""
 
     test_files: frozenset[str] = frozenset()  # files named by collected node ids
     globs: tuple[str, ...] = _DEFAULT_PYTHON_FILES  # pytest's python_files
+    data: frozenset[str] = frozenset()  # files test code read in the runs (``Workspace.test_reads``)
+    doctest_modules: frozenset[str] = frozenset()  # modules whose docstrings' doctests are collected
 
     @classmethod
-    def load(cls, read: Callable[[str], str | None], nodeids: Iterable[str] = ()) -> "Specification":
+    def load(cls, read: Callable[[str], str | None], nodeids: Iterable[str] = (),
+             data: Iterable[str] = ()) -> "Specification":
         """``read(rel)``: the text of a project file, None when missing or unreadable."""
-        files = frozenset(n.split("::", 1)[0] for n in nodeids if n)
+        ids = [n for n in nodeids if n]
+        files = frozenset(n.split("::", 1)[0] for n in ids if not _is_doctest(n))
+        doctests = frozenset(n.split("::", 1)[0] for n in ids if _is_doctest(n)) - files
         globs = tuple(dict.fromkeys([*_DEFAULT_PYTHON_FILES, *python_files_globs(read)]))
-        return cls(files, globs)
+        return cls(files, globs, frozenset(data), doctests)
 
     @classmethod
     def of_workspace(cls, ws, nodeids: Iterable[str] = ()) -> "Specification":
@@ -133,7 +189,8 @@ class Specification:
             except (OSError, UnicodeDecodeError, SyntaxError):
                 return None
 
-        return cls.load(read, nodeids)
+        reads = ws.test_reads() if hasattr(ws, "test_reads") else ()
+        return cls.load(read, nodeids, reads)
 
     # -- paths ----------------------------------------------------------------------------
     def is_test_module(self, rel: str) -> bool:
@@ -194,9 +251,21 @@ class Specification:
                 return f"{rel}: the edit changes {what}: {RULE}, and a fix may not change pytest's " \
                        "or FrogNano's configuration"
         # (the rest of a configuration file is project data, unless it lives among the tests)
-        if self.is_test_module(rel) and not allow_test_edits:
+        if self.is_test_module(rel):
+            if allow_test_edits:
+                return None
             what = "a test module" if name.endswith(".py") else "part of the tests (a test folder's file)"
             return f"{rel} is {what}: {RULE}, and a fix may not change them{opt_in}"
+        if rel in self.data:
+            return f"{rel} is data the tests read: {RULE}, and a fix may not change what they expect; " \
+                   "set allow_data_edits to allow fixes to data files"
+        if rel in self.doctest_modules and not allow_test_edits and before != after:
+            old, new = _docstrings(before), _docstrings(after)
+            if new is None:
+                return f"{rel} has doctests, and the edit leaves it unparsable (its docstrings cannot be checked)"
+            if old != new:
+                return f"{rel}: the edit changes a docstring, and {rel}'s doctests are tests: {RULE}, and a " \
+                       f"fix may change its code, not its docstrings{opt_in}"
         return None
 
     def edits_tests(self, rels: Iterable[str]) -> bool:

@@ -9,10 +9,13 @@ Edits are applied and reverted in the shadow only; the user's tree is read, neve
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import logging
 import os
+import posixpath
+import resource
 import shutil
 import subprocess
 import tokenize
@@ -20,8 +23,11 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import UsageError
+from ..errors import FrogNanoError, UsageError
 from ..paths import project_cache
+from ._worker.frognano_paths import READS_RECORD, is_test_file
+from .gitignore import Ignore
+from .scope import check_scope
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +44,63 @@ _SLOTS = 64
 
 def _ignored_dir(path: Path, name: str) -> bool:
     return name in IGNORED_DIRS or name.endswith(".egg-info") or (path / "pyvenv.cfg").exists()
+
+
+class StorageError(FrogNanoError):
+    """FrogNano's cache cannot be written (a full disk, a quota, a file size limit): exit 2."""
+
+
+MIN_FILE_SIZE_LIMIT = 16 << 20  # bytes: the shadow's files and a run's results must fit
+
+
+def check_file_size_limit() -> None:
+    """Refuse a file size limit (``ulimit -f``) too small for the shadow and the results files:
+    with ``ulimit -f 1`` the results of a run were cut, a test seemed to crash, and a candidate
+    then "fixed" it.  (Python ignores SIGXFSZ, so a write over it fails with EFBIG instead.)"""
+    soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    if soft != resource.RLIM_INFINITY and soft < MIN_FILE_SIZE_LIMIT:
+        raise StorageError(f"the file size limit (ulimit -f) is {soft} bytes: FrogNano's shadow copy and "
+                           f"test results need at least {MIN_FILE_SIZE_LIMIT >> 20} MiB; raise it "
+                           "(ulimit -f unlimited)")
+
+
+MIN_FREE_SPACE = 8 << 20  # bytes: a run's request, results and log, with room to spare
+
+
+def check_free_space(cache: Path) -> None:
+    """Refuse a cache disk that is (nearly) full before anything runs: a run whose results
+    cannot be written looks like a test process that died, or a test that failed."""
+    try:
+        st = os.statvfs(cache)
+    except OSError:
+        return
+    free = st.f_bavail * st.f_frsize
+    if free < MIN_FREE_SPACE:
+        raise StorageError(f"no space left on the disk of FrogNano's cache ({cache}: {free >> 10} KiB free, "
+                           f"{MIN_FREE_SPACE >> 20} MiB needed): free some, or set FROGNANO_CACHE_DIR to a "
+                           "folder on another disk")
+
+
+def storage_error(exc: OSError, cache: Path) -> StorageError | None:
+    """The named error of a write that failed for want of room, None for any other failure."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return StorageError(f"no space left on the disk of FrogNano's cache ({cache}): free some, or set "
+                            "FROGNANO_CACHE_DIR to a folder on another disk")
+    if exc.errno == errno.EFBIG:
+        return StorageError(f"a file in FrogNano's cache ({cache}) is over the file size limit "
+                            "(ulimit -f): raise it (ulimit -f unlimited)")
+    return None
+
+
+@contextlib.contextmanager
+def storage_errors(cache: Path) -> Iterator[None]:
+    try:
+        yield
+    except OSError as exc:
+        error = storage_error(exc, cache)
+        if error is None:
+            raise
+        raise error from exc
 
 
 @dataclass(frozen=True)
@@ -63,18 +126,28 @@ def _git_listing(root: Path) -> list[str] | None:
 
 
 def _walk_listing(root: Path) -> list[str]:
+    """The files git would list, without git: the walk honours every ``.gitignore`` on the way
+    (a 1 GiB ignored data folder is never copied) and never enters an ignored folder."""
     found: list[str] = []
+    ignore = Ignore(root)
     for dirpath, dirnames, filenames in os.walk(root):
         here = Path(dirpath)
+        folder = "" if here == root else here.relative_to(root).as_posix()
+        ignore.enter(folder)
+
+        def rel(name: str) -> str:
+            return f"{folder}/{name}" if folder else name
+
         # Symlinked directories are listed as entries (and not followed), like git does.
         keep = []
         for d in dirnames:
             if (here / d).is_symlink():
-                found.append(str((here / d).relative_to(root)))
-            elif not _ignored_dir(here / d, d):
+                if not ignore.ignored(rel(d), is_dir=False):
+                    found.append(rel(d))
+            elif not _ignored_dir(here / d, d) and not ignore.ignored(rel(d), is_dir=True):
                 keep.append(d)
         dirnames[:] = sorted(keep)
-        found.extend(str((here / f).relative_to(root)) for f in filenames)
+        found.extend(rel(f) for f in filenames if not ignore.ignored(rel(f), is_dir=False))
     return found
 
 
@@ -110,6 +183,80 @@ def list_project(root: Path) -> list[Entry]:
     return entries
 
 
+def _norm(rel: str) -> str:
+    return os.path.normpath(rel).replace(os.sep, "/")
+
+
+# Files that Python or pytest load when they find them: a run that leaves one in the shadow
+# may have changed how a run judges (pytest 9 reads pytest.toml and .pytest.toml first).
+_LOADED_NAMES = frozenset({"conftest.py", "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml",
+                           "pyproject.toml", "tox.ini", "setup.cfg"})
+
+
+def _loadable(rel: str) -> bool:
+    name = posixpath.basename(rel)
+    return name in _LOADED_NAMES or name.endswith((".py", ".pyc", ".pth")) and "__pycache__/" not in rel
+
+
+def _files_under(path: Path, rel: str) -> Iterator[str]:
+    for dirpath, _, filenames in os.walk(path):
+        sub = os.path.relpath(dirpath, path)
+        for f in filenames:
+            yield posixpath.normpath(posixpath.join(rel, sub.replace(os.sep, "/"), f))
+
+
+def _replace_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` at ``path`` as a new file: whatever a run left there (a symlink to a file
+    outside the shadow, a hard link, a folder) is replaced, never written through."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    tmp = path.with_name(f".{path.name}.frognano-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def copy_file(src: Path, dest: Path) -> None:
+    """``shutil.copyfile``, except that a sparse file stays sparse: only its data is copied and
+    its holes stay holes (a 2 GB disk image with a few MB in it took 82 s and 2 GB fully
+    allocated).  Files with no holes take the ordinary fast path."""
+    st = os.stat(src)
+    if not hasattr(os, "SEEK_DATA") or st.st_blocks * 512 >= st.st_size:
+        shutil.copyfile(src, dest)
+        return
+    with open(src, "rb") as fin, open(dest, "wb") as fout:
+        fd_in, fd_out = fin.fileno(), fout.fileno()
+        offset = 0
+        try:
+            while offset < st.st_size:
+                try:
+                    start = os.lseek(fd_in, offset, os.SEEK_DATA)
+                except OSError:  # ENXIO: no data after offset, only a hole to the end
+                    break
+                end = os.lseek(fd_in, start, os.SEEK_HOLE)
+                os.lseek(fd_in, start, os.SEEK_SET)
+                os.lseek(fd_out, start, os.SEEK_SET)
+                left = end - start
+                while left > 0:
+                    chunk = os.read(fd_in, min(left, 1 << 20))
+                    if not chunk:
+                        break
+                    os.write(fd_out, chunk)
+                    left -= len(chunk)
+                offset = end
+        except OSError as exc:
+            if exc.errno not in (errno.EINVAL, errno.EOPNOTSUPP):
+                raise
+            fout.close()  # SEEK_DATA not supported here after all: the plain copy
+            shutil.copyfile(src, dest)
+            return
+        fout.truncate(st.st_size)  # the trailing hole
+
+
 def _signature(path: Path) -> list[int] | None:
     """How a shadow file looks on disk, without reading it: any rewrite, replacement or chmod
     changes the status-change time (which, unlike mtime, no process can set back)."""
@@ -117,6 +264,10 @@ def _signature(path: Path) -> list[int] | None:
         st = os.lstat(path)
     except OSError:
         return None
+    return _stat_signature(st)
+
+
+def _stat_signature(st: os.stat_result) -> list[int]:
     return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_mode]
 
 
@@ -158,6 +309,7 @@ class Workspace:
             raise UsageError(f"{project}: no such directory")
         if not root.is_dir():
             raise UsageError(f"{project}: not a directory (give the project's folder)")
+        check_scope(root)  # not /, a home folder, or a big tree that is no project
         self.root = root.resolve()
         self.cache = cache or project_cache(self.root)
         self.shadow: Path | None = None
@@ -168,6 +320,9 @@ class Workspace:
         # test can rewrite shadow files (a test module, say), and this is how that is noticed.
         self._sigs: dict[str, list[int] | None] = {}
         self.editing = 0  # ``edited`` blocks in progress: the shadow holds a candidate's text
+        # The user's opt-in (Settings.allow_data_edits): then the data the tests read is not
+        # part of the specification (``test_reads`` is empty).
+        self.allow_data_edits = False
         self._layers: list[tuple[dict[str, bytes | None], Mapping[str, str]]] = []  # their originals, edits
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -179,6 +334,11 @@ class Workspace:
         self.close()
 
     def open(self) -> None:
+        check_file_size_limit()
+        with storage_errors(self.cache):
+            self._open()
+
+    def _open(self) -> None:
         self.cache.mkdir(parents=True, exist_ok=True)
         # Which project this cache folder belongs to, for ``frognano cache`` (the folder's name
         # is only the project's base name and a hash).
@@ -216,7 +376,12 @@ class Workspace:
         """Bring the shadow up to date with the project (and any editor overlay)."""
         if self.shadow is None:
             self.open()
+        with storage_errors(self.cache):
+            return self._sync()
+
+    def _sync(self) -> SyncStats:
         assert self.shadow is not None
+        check_free_space(self.cache)
         stats = SyncStats()
         try:
             old = json.loads(self._manifest_path.read_text())
@@ -256,6 +421,7 @@ class Workspace:
         from .specification import Specification
 
         self.ensure_pristine((), Specification.of_workspace(self).strays(self.entries))
+        self._compact_reads()
         return stats
 
     def _copy(self, e: Entry, dest: Path) -> None:
@@ -270,7 +436,7 @@ class Workspace:
             target = os.path.realpath(self.root / e.rel) if e.external else e.link
             os.symlink(target, dest)
         else:
-            shutil.copyfile(self.root / e.rel, dest)
+            copy_file(self.root / e.rel, dest)
             shutil.copymode(self.root / e.rel, dest)
         self._sigs[e.rel] = _signature(dest)
 
@@ -287,6 +453,47 @@ class Workspace:
             manifest = {}
         manifest["__dirty__"] = sorted(set(manifest.get("__dirty__", [])) | rels)
         self._write_manifest(manifest)
+
+    # -- what the tests read ----------------------------------------------------------------
+    @property
+    def _reads_path(self) -> Path:
+        # The runner's folder for this shadow's runs (TestRunner.dir), where the worker writes it.
+        assert self.shadow is not None
+        return self.shadow.with_name(self.shadow.name + ".runs") / READS_RECORD
+
+    def test_reads(self) -> set[str]:
+        """The project's files (not Python sources) that test code opened for reading in this
+        shadow's runs (``frognano_reads``); empty when the user opted in to data edits.
+
+        The record only grows (a truncated one is filled again by the next baseline run), so a
+        file once read stays protected: over-protecting costs a fix an opt-in, under-protecting
+        lets it rewrite what a test expects."""
+        if self.allow_data_edits or self.shadow is None:
+            return set()
+        try:
+            text = self._reads_path.read_text(encoding="utf-8", errors="surrogateescape")
+        except OSError:
+            return set()
+        reads = set()
+        for line in text.splitlines():
+            reader, _, rel = line.partition("\t")
+            if rel in self.entries and not rel.endswith(".py") and is_test_file(reader):
+                reads.add(rel)
+        return reads
+
+    def _compact_reads(self) -> None:
+        """Drop repeated lines and files the project no longer has, once the record is large."""
+        path = self._reads_path
+        try:
+            if path.stat().st_size < 256 << 10:
+                return
+            lines = path.read_text(encoding="utf-8", errors="surrogateescape").splitlines()
+        except OSError:
+            return
+        kept = sorted({ln for ln in lines if ln.partition("\t")[2] in self.entries})
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text("".join(f"{ln}\n" for ln in kept), encoding="utf-8", errors="surrogateescape")
+        os.replace(tmp, path)
 
     # -- reading and editing --------------------------------------------------------------
     def check_editable(self, rel: str) -> Path:
@@ -327,7 +534,7 @@ class Workspace:
         finally:
             self._layers.remove((originals, files))
             for rel in self._put_back(originals):
-                self._sigs[rel] = _signature(self.shadow / rel)  # type: ignore[operator]
+                self._sigs[_norm(rel)] = _signature(self.shadow / rel)  # type: ignore[operator]
             self._clear_dirty(set(files) - set(self._overlay))
             self.editing -= 1
 
@@ -350,9 +557,11 @@ class Workspace:
         for rel, data in originals.items():
             path = self.shadow / rel  # type: ignore[operator]
             if data is None:
+                if path.is_dir() and not path.is_symlink():  # a run made a folder of it
+                    shutil.rmtree(path, ignore_errors=True)
                 path.unlink(missing_ok=True)
             else:
-                path.write_bytes(data)
+                _replace_bytes(path, data)
         return list(originals)
 
     def _clear_dirty(self, rels: set[str]) -> None:
@@ -366,41 +575,108 @@ class Workspace:
     def _write_shadow(self, rel: str, text: str) -> None:
         path = self.check_editable(rel)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(encode_source(text, like=self.root / rel if (self.root / rel).exists() else None))
-        self._sigs[rel] = _signature(path)
+        _replace_bytes(path, encode_source(text, like=self.root / rel if (self.root / rel).exists() else None))
+        self._sigs[_norm(rel)] = _signature(path)
 
-    def ensure_pristine(self, rels: Iterable[str], absent: Iterable[str] = ()) -> list[str]:
-        """Put back the user's version (editor buffer, else disk) of every file of ``rels`` that
-        changed in the shadow since FrogNano wrote it, and remove whatever of ``absent`` exists
-        there; returns what it restored or removed (empty: the shadow was pristine).
+    def ensure_pristine(self, rels: Iterable[str] = (), absent: Iterable[str] = ()) -> list[str]:
+        """Make the shadow hold exactly the project's files (editor buffers and the edits in
+        progress included) and nothing else; returns what of it could have judged the run just
+        made (empty: the shadow was pristine, or only held a test's output files).
 
-        Cheap (a stat a file, nothing read): verification calls it around every run so that
-        the tests it runs are the user's, whatever the code under test wrote meanwhile.
+        Every project file whose copy changed since FrogNano wrote it is put back; every file
+        or folder the project does not have (a ``tests/__init__.py`` or ``tests/m.py`` that a
+        run wrote, a ``conftest.py`` in a new folder, a ``pytest.toml``, a ``.pth``, bytecode,
+        a test's output) is removed.  What is returned: changes to ``rels`` (the specification)
+        and to Python files, and removed files that Python or pytest would load (``.py``,
+        ``.pyc``, ``.pth``, configuration, whatever of ``absent`` existed); a test that writes
+        ``out.txt`` is cleaned up, not a rewrite.
+
+        Cheap (one ``scandir`` walk and a stat a file, nothing read unless it changed):
+        verification calls it around every run, so the tests it runs are the user's whatever
+        the code under test wrote meanwhile.
         """
         assert self.shadow is not None
-        changed: list[str] = []
-        for rel in rels:
+        watched, absent = set(rels), set(absent)
+        texts = dict(self._overlay)  # what the shadow holds beyond the project's own bytes
+        for _, files in self._layers:
+            texts.update({_norm(r): t for r, t in files.items()})
+        known = set(self.entries) | set(texts)
+        changed, strays = self._scan(known)
+        removed: list[str] = []  # strays go first: one may stand where a project folder was
+        for rel in strays:
             path = self.shadow / rel
-            entry = self.entries.get(rel)
-            if entry is None or _signature(path) == self._sigs.get(rel, False):
-                continue
-            changed.append(rel)
-            if rel in self._overlay:
-                self._write_shadow(rel, self._overlay[rel])
-            else:
-                self._copy(entry, path)
-        for rel in absent:
-            path = self.shadow / rel
-            if rel in self.entries or not (path.exists() or path.is_symlink()):
-                continue
-            changed.append(rel)
             if path.is_dir() and not path.is_symlink():
+                if rel in absent:
+                    removed.append(rel)
+                else:
+                    removed.extend(f for f in _files_under(path, rel) if _loadable(f))
                 shutil.rmtree(path, ignore_errors=True)
             else:
+                if rel in absent or _loadable(rel):
+                    removed.append(rel)
                 path.unlink(missing_ok=True)
-        if changed:
-            log.warning("restored files a test run changed in the shadow copy: %s", ", ".join(changed[:5]))
-        return changed
+        restored = [rel for rel in changed if rel in watched or rel.endswith(".py")]
+        for rel in changed:
+            if rel in texts:
+                self._write_shadow(rel, texts[rel])
+            else:
+                self._copy(self.entries[rel], self.shadow / rel)
+        reported = restored + removed
+        if reported:
+            log.warning("restored or removed files a test run wrote in the shadow copy: %s",
+                        ", ".join(reported[:5]))
+        elif changed or strays:
+            log.debug("cleaned the shadow copy after a run: %s", ", ".join([*changed, *strays][:5]))
+        return reported
+
+    def _scan(self, known: set[str]) -> tuple[list[str], list[str]]:
+        """``(changed, strays)``: files of ``known`` whose shadow copy is not as FrogNano wrote it
+        (or is gone), and top-most files or folders of the shadow that ``known`` lacks."""
+        assert self.shadow is not None
+        folders = self._folders(known)
+        sigs, base = self._sigs, str(self.shadow) + os.sep
+        changed, strays, seen = [], [], set()
+        stack = [""]
+        while stack:
+            folder = stack.pop()
+            prefix = folder + "/" if folder else ""
+            try:
+                listing = os.scandir(base + folder)
+            except OSError:
+                continue
+            with listing:
+                for d in listing:
+                    rel = prefix + d.name
+                    if rel in known:
+                        seen.add(rel)
+                        try:
+                            st = d.stat(follow_symlinks=False)
+                        except OSError:
+                            changed.append(rel)  # gone meanwhile
+                            continue
+                        if [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_mode] != sigs.get(rel):
+                            changed.append(rel)
+                    elif rel in folders and d.is_dir(follow_symlinks=False):
+                        stack.append(rel)
+                    else:
+                        strays.append(rel)
+        if len(seen) < len(known):  # removed by a run, or under a folder it replaced
+            changed.extend(sorted(known - seen))
+        return changed, strays
+
+    def _folders(self, known: set[str]) -> frozenset[str]:
+        """Every folder that holds a file of ``known`` (and its parents); kept while the same."""
+        extra = frozenset(known - self.entries.keys())  # editor buffers, a candidate's new files
+        cached = getattr(self, "_folders_cache", None)
+        if cached is not None and cached[0] is self.entries and cached[1] == extra:
+            return cached[2]
+        folders = {posixpath.dirname(r) for r in known}
+        for folder in list(folders):
+            while folder:
+                folder = posixpath.dirname(folder)
+                folders.add(folder)
+        self._folders_cache = (self.entries, extra, frozenset(folders))
+        return self._folders_cache[2]
 
     @property
     def overlay(self) -> dict[str, str]:

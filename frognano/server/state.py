@@ -8,6 +8,7 @@ jedi-language-server and the pygls examples; ``app.py`` wires them.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import os
 import threading
@@ -19,6 +20,7 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
 from .. import __version__
+from ..sandbox.scope import refusal
 from ..sandbox.workspace import read_source
 from . import convert, transport
 from .convert import Status
@@ -28,6 +30,7 @@ from .settings import ServerSettings
 log = logging.getLogger(__name__)
 
 STATUS = "frognano/status"
+EXIT_WAIT = 0.5  # seconds the process waits for the projects to close on its way out
 PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", "pytest.ini", "tox.ini", ".git")
 
 
@@ -71,6 +74,7 @@ class FrogNanoServer(LanguageServer):
         self._tasks: set[asyncio.Task] = set()
         self._disk: dict[str, tuple[tuple[int, int], str | None]] = {}
         self._closed = False
+        self._reporting = False  # report_server_error is sending its log message
 
     def start_io(self, stdin: Any = None, stdout: Any = None) -> None:
         # pygls' own stdio loop goes deaf after one bad frame; ours resynchronises (transport.py).
@@ -123,16 +127,29 @@ class FrogNanoServer(LanguageServer):
     def report_server_error(self, error: Exception, source: Any) -> None:
         # Logged, not shown: a malformed message from a client is no reason for a popup.
         log.error("%s: %s", getattr(source, "__name__", source), error)
+        if self._reporting:  # the log message itself failed to send: pygls would report that again
+            return
+        self._reporting = True
         try:
             self.window_log_message(types.LogMessageParams(
                 type=types.MessageType.Error, message=f"FrogNano: {type(error).__name__}: {error}"))
         except Exception:  # noqa: BLE001 - the transport itself may be gone
             pass
+        finally:
+            self._reporting = False
 
     # -- projects and documents ---------------------------------------------------------------
-    def add_project(self, folder: Path) -> Project:
+    def add_project(self, folder: Path) -> Project | None:
+        """The project of a folder; None (said once, as a message) for a folder that is no
+        project FrogNano may copy: ``/``, a home folder, a big tree without a marker."""
         root = Path(os.path.realpath(folder))
         if root not in self.projects:
+            why = refusal(folder)
+            if why is not None:
+                if why not in self.shown:
+                    self.shown.add(why)
+                    self.warn_user(f"FrogNano: {why}")
+                return None
             self.projects[root] = Project(root, folder)
         return self.projects[root]
 
@@ -149,6 +166,8 @@ class FrogNanoServer(LanguageServer):
             for parent in path.parents:
                 if any((parent / m).exists() for m in PROJECT_MARKERS):
                     project = self.add_project(parent)
+                    if project is None:
+                        return None
                     rel = project.rel(path)
                     return (project, rel) if rel else None
         return None
@@ -215,19 +234,20 @@ class FrogNanoServer(LanguageServer):
 
     # -- lifecycle ----------------------------------------------------------------------------
     async def close_projects(self, timeout: float = 5.0) -> None:
-        futures = [f for f in (p.close() for p in self.projects.values()) if f is not None]
+        futures = [f for f in (p.close() for p in list(self.projects.values())) if f is not None]
         if futures:
             await asyncio.wait([asyncio.wrap_future(f) for f in futures], timeout=timeout)
         self._closed = True
 
-    def shutdown(self) -> None:
-        """The transport ended (exit, or the client went away): stop runners and models."""
+    def shutdown(self, timeout: float = EXIT_WAIT) -> None:
+        """The transport ended (exit, or the client went away): stop runners and models,
+        waiting ``timeout`` seconds in all.  After ``shutdown`` they are closed already; on an
+        ``exit`` without it, the jobs are cancelled and whatever has not closed by then goes
+        with the process (the workers are daemon threads, and each run's processes die with
+        their parent)."""
         if not self._closed:
             self._closed = True
-            futures = [f for f in (p.close() for p in self.projects.values()) if f is not None]
-            for f in futures:
-                try:
-                    f.result(timeout=3)
-                except Exception:  # noqa: BLE001 - best effort on the way out
-                    pass
+            futures = [f for f in (p.close() for p in list(self.projects.values())) if f is not None]
+            if futures:
+                concurrent.futures.wait(futures, timeout=timeout)
         super().shutdown()

@@ -19,18 +19,22 @@ Here:
   (-32700, id null), a message that is not a request object (-32600), ill-typed params (-32602,
   with where and why), a notification's method sent with an id (-32601), a request after
   ``shutdown`` (-32600).  Notifications are never answered; their problems are logged.
+* ``shutdown`` answers every request still in flight (-32800, pygls' own loop over them broke
+  when a cancelled handler answered during it), and ``exit`` ends the process with LSP's code,
+  0 after ``shutdown`` and 1 without, within a second or so (``FrogNanoServer.shutdown``).
 * ``start_io`` is pygls' ``start_io`` with this reader in place of its own.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import logging
+import os
 import re
 import sys
 import threading
-from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any, BinaryIO, Optional, Union
 
 import cattrs
@@ -39,6 +43,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcInternalError
 from pygls.io_ import StdoutWriter
 from pygls.protocol import LanguageServerProtocol
+from pygls.protocol.language_server import lsp_method
 from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage, JsonRPCResponseMessage, RPCRequest
 
 if TYPE_CHECKING:
@@ -51,6 +56,7 @@ MAX_CONTENT_LENGTH = 64 * 2**20
 length is refused before any of it is read, and the frame skipped."""
 MAX_HEADER_LINE = 8192  # a header line longer than this is garbage
 CHUNK = 65536  # bytes asked of stdin per read
+_READ_AHEAD = 4  # chunks read before the loop has handled them
 
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = -32700, -32600, -32601, -32602, -32603
 
@@ -346,6 +352,47 @@ class FrogNanoProtocol(LanguageServerProtocol):
             return
         self.handle_message(message)
 
+    @lsp_method(types.SHUTDOWN)
+    def lsp_shutdown(self, *args: Any) -> Any:
+        """pygls' shutdown, answering every request still in flight.
+
+        pygls cancels the other requests while iterating ``_request_futures``; cancelling a
+        generator handler's future (executeCommand's) runs its done callback at once, which
+        sends the -32800 answer and removes the entry: "dictionary changed size during
+        iteration" became the shutdown's own answer (-32603) and the requests after it in the
+        dict were never answered.  Here the futures are cancelled from a copy, and the id of
+        the shutdown itself is taken before the server's handler runs (the context it resumes
+        in is another request's).
+        """
+        current_id = self.msg_id
+        if (user_handler := self.fm.features.get(types.SHUTDOWN)) is not None:
+            yield user_handler, args, None
+        self._cancel_in_flight(current_id)
+        self._shutdown = True
+        return None
+
+    @lsp_method(types.EXIT)
+    def lsp_exit(self, *args: Any) -> Any:
+        """pygls' exit (the process ends with 0 after ``shutdown``, 1 without), with the requests
+        still in flight cancelled first: each is answered -32800 while the output is open, and
+        the loop's teardown finds their handlers' futures done instead of logging tracebacks."""
+        if (user_handler := self.fm.features.get(types.EXIT)) is not None:
+            yield user_handler, args, None
+        self._cancel_in_flight(None)
+        returncode = 0 if self._shutdown else 1
+        closing = self.writer.close() if self.writer is not None else None
+        if inspect.isawaitable(closing):  # a websocket: exit once it has closed
+            asyncio.ensure_future(closing).add_done_callback(lambda _: sys.exit(returncode))
+            return None
+        sys.exit(returncode)
+
+    def _cancel_in_flight(self, keep: Any) -> None:
+        """Cancel every pending request but ``keep``, the client's and the server's own, from a
+        copy: a cancelled handler's callback answers it and removes it from the dict."""
+        for msg_id, future in list(self._request_futures.items()):
+            if msg_id != keep and not future.done():
+                future.cancel()  # the client gets -32800 RequestCancelled for each of its own
+
     def handle_message(self, message: Any) -> None:
         # pygls drops requests after shutdown without an answer; LSP says: InvalidRequest.
         if self._shutdown and isinstance(message, RPCRequest) and message.method != types.EXIT:
@@ -354,6 +401,9 @@ class FrogNanoProtocol(LanguageServerProtocol):
         super().handle_message(message)
 
     def _send_data(self, data: Any) -> None:
+        if getattr(self.writer, "closed", False):  # after exit: nobody reads any more
+            log.debug("not sent, the output is closed: %s", getattr(data, "method", None) or getattr(data, "id", data))
+            return
         # pygls logs a result it cannot serialise and sends nothing: the request would hang.
         # Answers are checked first (the same json.dumps pygls makes) and replaced by an error.
         if hasattr(data, "result") and getattr(data, "id", None) is not None:
@@ -372,14 +422,50 @@ class FrogNanoProtocol(LanguageServerProtocol):
 
 # -- the loop ---------------------------------------------------------------------------------------
 
+class ClosingStdoutWriter(StdoutWriter):
+    """pygls' stdout writer, which says when it is closed (``exit`` closes it).  What the server
+    would send after that is dropped: pygls reports a failed write by sending a log message,
+    which failed in turn, a recursion whose tracebacks took seconds to format on the way out."""
+
+    closed = False
+
+    def close(self) -> None:
+        self.closed = True
+        super().close()
+
+
 async def read_frames(stop: threading.Event, stdin: BinaryIO, protocol: FrogNanoProtocol,
-                      executor: Executor | None, max_length: int = MAX_CONTENT_LENGTH) -> None:
-    """Read ``stdin`` until it ends (or ``stop``), handing each body to ``protocol.receive``."""
+                      max_length: int = MAX_CONTENT_LENGTH) -> None:
+    """Read ``stdin`` until it ends (or ``stop``), handing each body to ``protocol.receive``.
+
+    The reads happen on a daemon thread of their own, a few chunks ahead at most: a read that
+    blocks on a client which keeps its end open never holds up the exit (a thread of pygls'
+    pool would: its shutdown, and the interpreter's exit, wait for every pool thread).
+    """
     loop = asyncio.get_running_loop()
-    read = getattr(stdin, "read1", stdin.read)  # read1: whatever has arrived, up to CHUNK
+    read = _reader(stdin)
+    chunks: asyncio.Queue[bytes] = asyncio.Queue()
+    room = threading.Semaphore(_READ_AHEAD)
+
+    def pump() -> None:
+        while True:
+            room.acquire()
+            try:
+                data = read(CHUNK)
+            except (OSError, ValueError):  # closed under us: the input has ended
+                data = b""
+            try:
+                loop.call_soon_threadsafe(chunks.put_nowait, data)
+            except RuntimeError:  # the loop is closed: the server is exiting
+                return
+            if not data:
+                return
+
+    threading.Thread(target=pump, name="frognano-stdin", daemon=True).start()
     decoder = FrameDecoder(max_length)
     while not stop.is_set():
-        data = await loop.run_in_executor(executor, read, CHUNK)
+        data = await chunks.get()
+        room.release()
         if not data:
             break
         for body in decoder.feed(data):
@@ -387,19 +473,37 @@ async def read_frames(stop: threading.Event, stdin: BinaryIO, protocol: FrogNano
     decoder.end()
 
 
+def _reader(stdin: BinaryIO) -> Any:
+    """``read(n)``: whatever has arrived, up to ``n`` bytes.  On a real file descriptor, straight
+    from it: a daemon thread blocked inside a buffered stream's read holds the stream's lock,
+    and the interpreter aborts when it finds that lock held at exit."""
+    try:
+        fd = stdin.fileno()
+    except (AttributeError, OSError, ValueError):  # io.BytesIO and the like
+        return getattr(stdin, "read1", stdin.read)
+    return lambda n: os.read(fd, n)
+
+
 def start_io(server: LanguageServer, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None,
              max_length: int = MAX_CONTENT_LENGTH) -> None:
     """Serve over stdio until the input ends or the client says ``exit`` (pygls' ``start_io``
-    with ``read_frames`` as the reader)."""
+    with ``read_frames`` as the reader).  ``exit`` ends the process with LSP's code: 0 after
+    ``shutdown``, 1 without (pygls raises that SystemExit inside the loop; it is passed on once
+    the server has stopped, never swallowed)."""
     server._stop_event = stop = threading.Event()  # pygls' shutdown() sets it to end the loop
-    server.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+    server.protocol.set_writer(ClosingStdoutWriter(stdout or sys.stdout.buffer))
     protocol = server.protocol
     assert isinstance(protocol, FrogNanoProtocol), "create the server with protocol_cls=FrogNanoProtocol"
+    code: int | str | None = 0
     try:
-        asyncio.run(read_frames(stop, stdin or sys.stdin.buffer, protocol, server.thread_pool, max_length))
+        asyncio.run(read_frames(stop, stdin or sys.stdin.buffer, protocol, max_length))
     except BrokenPipeError:
         log.error("the client closed the connection; shutting down")
-    except (KeyboardInterrupt, SystemExit):
+    except KeyboardInterrupt:
         pass
+    except SystemExit as exc:  # the client's exit notification
+        code = exc.code
     finally:
         server.shutdown()
+    if code:
+        raise SystemExit(code)

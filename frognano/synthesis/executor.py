@@ -52,10 +52,11 @@ class _Slot:
         self.runner = TestRunner(self.ws, config)
         self.job = job
         self.coverage = CoverageMap(job.coverage)
+        self.stability = job.stability()  # proven and flaky tests, kept across this worker's candidates
 
     def run(self, item: tuple[int, object]):
         index, m = item
-        return validate_one(self.ws, self.runner, self.coverage, self.job, index, m)
+        return validate_one(self.ws, self.runner, self.coverage, self.job, index, m, self.stability)
 
     def close(self) -> None:
         self.runner.close()

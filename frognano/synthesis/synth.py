@@ -5,7 +5,10 @@ baseline; a repo whose suite is not green before any mutation is refused: record
 summary, and a UsageError when every repo is refused), run it again in reverse order (tests that
 then fail depend on their order and are never used), stream the candidate bugs in covered code
 (``CandidateStream``, ordered by ``seed``, listed lazily), and validate them one by one until
-the repo holds ``n`` tasks in the output store or the candidates run out.  Tasks already in the store for that repo count toward
+the repo holds ``n`` tasks in the output store or the candidates run out.  Each process keeps a
+``flaky.Stability`` across its candidates: a task's tests must pass enough runs of the clean
+code to rule out a 40%-flaky test with 99% probability, and the tests found flaky are listed
+per repo in ``SynthSummary.flaky`` (and per task in its ``flaky_dropped``).  Tasks already in the store for that repo count toward
 ``n``, so re-running the same command resumes; a candidate whose patch is already stored is
 skipped without running tests.  Statistics are kept per operator family
 (``CATALOGUE[op].family``): the full family key (hint, distance) is only known once a bug is valid.
@@ -31,6 +34,7 @@ Progress goes through the shared protocol (``frognano.progress``): one phase per
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections import Counter, defaultdict
@@ -46,6 +50,7 @@ from ..sandbox.runner import RunnerConfig, TestRunner
 from ..sandbox.spectra import CoverageMap
 from ..sandbox.workspace import Workspace
 from .executor import ray_cluster, validation_pool
+from .flaky import SETUP_RUNS, Stability, rerun_while, runs_needed
 from .inject import CandidateStream, pre_parse
 from .store import Task, TaskStore, patch_hash, read_tasks
 from .frontier import HINTS
@@ -78,6 +83,9 @@ class SynthSummary:
     refused: dict[str, str] = field(default_factory=dict)  # repo -> why it was not used
     passed_over: dict[str, Counter] = field(default_factory=dict)  # repo -> skipped files/functions
     order_dependent: dict[str, list[str]] = field(default_factory=dict)  # repo -> tests not used
+    # repo -> tests found flaky on the clean code (``flaky.py``): dropped from PASS_TO_PASS, a
+    # task whose FAIL_TO_PASS held one refused, never used after
+    flaky: dict[str, list[str]] = field(default_factory=dict)
     seconds: float = 0.0
 
     @property
@@ -134,18 +142,30 @@ def _order_dependent(runner: TestRunner, baseline: RunResult) -> set[str]:
     return {n for n in baseline.passing if n not in reverse.tests or not reverse.tests[n].passed}
 
 
+def _spare_cores() -> int:
+    # The reruns are free only on a core of their own: the coverage baseline has one, and on
+    # a shared two-core machine reruns beside it doubled its time (more-itertools, 19 -> 39 s).
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def _setup_runs(repo_path: Path, ws: Workspace, runner: TestRunner, config: RunnerConfig):
-    """(baseline, order-dependent tests, pre-parsed sources) for one repository.
+    """(baseline, order-dependent tests, pre-parsed sources, reruns) for one repository.
 
     The coverage baseline (``runner``) and the reversed run (a second shadow slot and runner)
     go on at the same time, and the second thread then parses source files with libcst for
-    the candidate stream until the baseline is done: on two cores the whole set-up takes about
-    as long as the coverage run alone.  Without a free second slot the runs go one after the
-    other."""
+    the candidate stream, then runs the suite again (``flaky.rerun_while``: passes toward
+    ruling out flaky tests; only with a third core), until the baseline is done: on two cores
+    the whole set-up takes about as long as the coverage run alone.  Without a free second
+    slot the runs go one after the other, and there are no reruns."""
     from concurrent.futures import ThreadPoolExecutor
 
     done, refused = threading.Event(), threading.Event()
     parsed: dict = {}
+    # The reruns' passes only (the baseline's and the reversed run's come on top).
+    reruns = Stability(needed=runs_needed() - SETUP_RUNS)
 
     def reverse_then_parse() -> set[str] | None:
         try:
@@ -153,11 +173,14 @@ def _setup_runs(repo_path: Path, ws: Workspace, runner: TestRunner, config: Runn
                 other.sync()
                 with TestRunner(other, config) as second:
                     reverse = second.run(None, reverse=True, cancel=refused)
+                    passed = sorted(n for n, t in reverse.tests.items() if t.passed)
+                    pre_parse(ws, parsed, done)
+                    if not refused.is_set() and _spare_cores() > 2:
+                        rerun_while(second, passed, done, reruns)
         except UsageError:  # no free shadow slot
-            return None
-        finally:
             pre_parse(ws, parsed, done)
-        return {n for n, t in reverse.tests.items() if t.passed}
+            return None
+        return set(passed)
 
     with ThreadPoolExecutor(1, thread_name_prefix="frognano-reverse") as pool:
         future = pool.submit(reverse_then_parse)
@@ -170,8 +193,8 @@ def _setup_runs(repo_path: Path, ws: Workspace, runner: TestRunner, config: Runn
             done.set()
         passed_reversed = future.result()
     if passed_reversed is None:
-        return baseline, _order_dependent(runner, baseline), parsed
-    return baseline, set(baseline.passing) - passed_reversed, parsed
+        return baseline, _order_dependent(runner, baseline), parsed, reruns
+    return baseline, set(baseline.passing) - passed_reversed, parsed, reruns
 
 
 def _fam(m) -> str:
@@ -188,11 +211,13 @@ def _combos(ws: Workspace, runner: TestRunner, coverage: CoverageMap, job: Synth
     from itertools import combinations
 
     valid: dict[str, list] = defaultdict(list)  # module -> validated single mutations
+    stability = job.stability()
     for i, m in todo:
         stats = summary.families[_fam(m)]
         stats.tried += 1
-        result, seconds = validate_one(ws, runner, coverage, job, i, m)
+        result, seconds = validate_one(ws, runner, coverage, job, i, m, stability)
         _check(runner.cancel)  # a verdict from a killed run is no verdict
+        _note_flaky(summary, job.repo, result)
         stats.seconds += seconds
         if isinstance(result, Rejection):
             stats.skips[result.reason] += 1
@@ -203,8 +228,9 @@ def _combos(ws: Workspace, runner: TestRunner, coverage: CoverageMap, job: Synth
         for j, group in enumerate(combinations(earlier, bugs - 1)):
             cstats = summary.families[f"b{bugs}:{_fam(m)}"]
             cstats.tried += 1
-            combo, seconds = combine_one(ws, runner, coverage, job, i, j, [m, *group])
+            combo, seconds = combine_one(ws, runner, coverage, job, i, j, [m, *group], stability)
             _check(runner.cancel)
+            _note_flaky(summary, job.repo, combo)
             cstats.seconds += seconds
             have = _record(cstats, combo, store, summary, progress, have, n)
             if have >= n:
@@ -305,7 +331,12 @@ def _synth_repo(plan: _Plan, repo_path: Path, repo: str, store: TaskStore, summa
 def _prepare(plan: _Plan, repo_path: Path, repo: str, ws: Workspace, runner: TestRunner,
              stored: set[str], summary: SynthSummary):
     """(job, coverage, candidates not stored yet) for one repository; raises ``_Refused``."""
-    baseline, excluded, parsed = _setup_runs(repo_path, ws, runner, plan.config)
+    baseline, excluded, parsed, reruns = _setup_runs(repo_path, ws, runner, plan.config)
+    flaky = frozenset(reruns.flaky & set(baseline.passing)) - excluded
+    if flaky:
+        summary.flaky[repo] = sorted(flaky)
+        log.info("%s: %d test(s) fail now and then on the clean code, not used: %s", repo,
+                 len(flaky), ", ".join(sorted(flaky)[:5]))
     if excluded:
         summary.order_dependent[repo] = sorted(excluded)
         log.info("%s: %d test(s) depend on their order, not used: %s", repo,
@@ -317,7 +348,8 @@ def _prepare(plan: _Plan, repo_path: Path, repo: str, ws: Workspace, runner: Tes
     summary.passed_over[repo] = stream.skips
     todo = _unstored(ws, stream, stored if plan.bugs == 1 else set(), summary, plan.cancel)
     job = SynthJob(repo, base, baseline, coverage.by_test, timeouts, plan.seed, plan.sample_others,
-                   plan.hint, frozenset(excluded))
+                   plan.hint, frozenset(excluded),
+                   {n: SETUP_RUNS + k for n, k in reruns.passes.items()}, flaky)
     return job, coverage, todo
 
 
@@ -332,13 +364,15 @@ def _singles(plan: _Plan, ws: Workspace, runner: TestRunner, coverage: CoverageM
     if pool is not None:
         results = pool.map(todo)
     else:
-        results = (((i, m), validate_one(ws, runner, coverage, job, i, m)) for i, m in todo)
+        stability = job.stability()
+        results = (((i, m), validate_one(ws, runner, coverage, job, i, m, stability)) for i, m in todo)
     try:
         for (_, m), (result, seconds) in results:
             _check(plan.cancel)  # before recording: a verdict from a killed run is no verdict
             stats = summary.families[_fam(m)]
             stats.tried += 1
             stats.seconds += seconds
+            _note_flaky(summary, job.repo, result)
             have = _record(stats, result, store, summary, progress, have, plan.n)
             if have >= plan.n:
                 break
@@ -349,6 +383,14 @@ def _singles(plan: _Plan, ws: Workspace, runner: TestRunner, coverage: CoverageM
         if pool is not None:
             pool.close()
     return have
+
+
+def _note_flaky(summary: SynthSummary, repo: str, result: Task | Rejection) -> None:
+    """Add the tests a validation found flaky (wherever it ran) to the run's statistics."""
+    found = result.flaky if isinstance(result, Rejection) else result.extra.get("flaky_dropped", [])
+    if found:
+        summary.flaky[repo] = sorted(set(summary.flaky.get(repo, [])) | set(found))
+        log.info("%s: %s fail(s) now and then on the clean code: never in a task", repo, ", ".join(found))
 
 
 def _record(stats: FamilyStats, result: Task | Rejection, store: TaskStore, summary: SynthSummary,

@@ -13,9 +13,13 @@ baseline-passing tests.  A bug is kept when
 * no test runs out of memory or kills its process ("exhausts memory", "crashes the test
   process": outcomes that depend on the machine's limits);
 * the failing tests pass on the clean code when run on their own in reverse order (else
-  "order-dependent test": it passed at baseline only thanks to the tests before it).
+  "order-dependent test": it passed at baseline only thanks to the tests before it);
+* every test the task would name has passed ``flaky.runs_needed()`` runs of the clean code
+  (``flaky.Stability``: enough to catch a 40%-flaky test with 99% probability); a flaky
+  FAIL_TO_PASS test refuses the task ("flaky"), a flaky passing test is left out of
+  PASS_TO_PASS (and named in the task's ``flaky_dropped``).
 
-``PASS_TO_PASS`` lists the tests that were run and passed (verified, not assumed).
+``PASS_TO_PASS`` lists the tests that were run and passed (verified, not assumed), flaky ones left out.
 
 Difficulty features:
 
@@ -47,6 +51,7 @@ from ..sandbox.specification import Specification
 from ..sandbox.spectra import CoverageMap
 from ..sandbox.workspace import Workspace
 from ..errors import UsageError
+from .flaky import Stability
 from .frontier import HINTS, Family
 from .inject import function_spans
 from .store import Task
@@ -59,6 +64,7 @@ __all__ = ["Checks", "Rejection", "base_commit", "baseline_timeouts", "combine",
 class Rejection:
     reason: str  # "no test fails", "flaky", "breaks other tests", "timeout", "breaks collection", ...
     detail: str = ""
+    flaky: tuple[str, ...] = ()  # tests this validation found flaky (for the run's statistics)
 
     def __bool__(self) -> bool:  # a Rejection is falsy, a Task truthy
         return False
@@ -192,17 +198,21 @@ class Checks:
     base: tuple[str, str] | None = None  # (commit, kind); default: ``base_commit`` of the workspace
     hint: str = "function"  # hint level written into the Task and its family key
     exclude: Collection[str] = ()  # tests never used (e.g. found to depend on their order)
+    # Which tests are proven stable or found flaky; shared by the validations of one process.
+    # None: a fresh one that knows only the baseline's passes.
+    stability: Stability | None = None
 
 
 def validate(ws: Workspace, runner: TestRunner, baseline: RunResult, coverage: CoverageMap,
              mutation: Mutation, *, timeouts: dict[str, float], rng: random.Random,
              sample_others: int = 10, repo: str | None = None,
              base: tuple[str, str] | None = None, hint: str = "function",
-             exclude: Collection[str] = ()) -> Task | Rejection:
+             exclude: Collection[str] = (), stability: Stability | None = None) -> Task | Rejection:
     """Apply ``mutation`` in the shadow, run the tests that matter, and return a Task or why not.
 
-    ``exclude``: tests never used (e.g. found to depend on their order at baseline)."""
-    checks = Checks(timeouts, rng, sample_others, repo, base, hint, exclude)
+    ``exclude``: tests never used (e.g. found to depend on their order at baseline).
+    ``stability``: the process's record of proven and flaky tests (``flaky.Stability``)."""
+    checks = Checks(timeouts, rng, sample_others, repo, base, hint, exclude, _stability(stability, baseline))
     return _check(_Trial(ws, runner, baseline, coverage, [mutation], checks))
 
 
@@ -210,7 +220,7 @@ def combine(ws: Workspace, runner: TestRunner, baseline: RunResult, coverage: Co
             mutations: list[Mutation], *, k: int = 2, timeouts: dict[str, float], rng: random.Random,
             sample_others: int = 10, repo: str | None = None,
             base: tuple[str, str] | None = None, hint: str = "function",
-            exclude: Collection[str] = ()) -> Task | Rejection:
+            exclude: Collection[str] = (), stability: Stability | None = None) -> Task | Rejection:
     """A task with ``k`` bugs at once: the first ``k`` of ``mutations`` (bugs already validated
     one by one, all in one module: the same file or files of the same package directory, edits
     not overlapping) applied together in one patch and validated like a single bug
@@ -228,8 +238,13 @@ def combine(ws: Workspace, runner: TestRunner, baseline: RunResult, coverage: Co
         for a, b in zip(ordered, ordered[1:]):
             if a.end > b.start or a.line == b.line or max(a.line, a.end_line) >= b.line:
                 return Rejection("overlapping edits", f"{a.description} / {b.description}")
-    checks = Checks(timeouts, rng, sample_others, repo, base, hint, exclude)
+    checks = Checks(timeouts, rng, sample_others, repo, base, hint, exclude, _stability(stability, baseline))
     return _check(_Trial(ws, runner, baseline, coverage, ms, checks))
+
+
+def _stability(given: Stability | None, baseline: RunResult) -> Stability:
+    # Without the set-up's record only the baseline's own pass is known.
+    return given if given is not None else Stability.after_setup(baseline.passing, runs=1)
 
 
 # -- the checks, in order ----------------------------------------------------------------------------
@@ -254,6 +269,7 @@ class _Trial:
     wanted: list[str] = field(default_factory=list)  # covering tests, then the sample
     first: RunResult | None = None  # the run of ``wanted`` on the mutant
     failing: list[str] = field(default_factory=list)  # sorted tests failing in ``first``
+    flaky: list[str] = field(default_factory=list)  # passing tests left out as flaky
 
 
 def _apply(t: _Trial) -> Rejection | None:
@@ -292,7 +308,7 @@ def _select_tests(t: _Trial) -> Rejection | None:
     covering_set: set[str] = set()
     for m, span in zip(t.mutations, t.spans):
         covering_set |= t.coverage.tests_covering(m.path, span) & passing
-    exclude = set(t.checks.exclude)
+    exclude = set(t.checks.exclude) | t.checks.stability.flaky
     if covering_set and covering_set <= exclude:
         return Rejection("only order-dependent tests cover it", sorted(covering_set)[0])
     passing -= exclude
@@ -308,6 +324,10 @@ def _select_tests(t: _Trial) -> Rejection | None:
 def _run_mutant(t: _Trial) -> Rejection | None:
     # One timeout rejects the mutant: do not wait for every other covering test to hang too.
     t.first = t.runner.run(t.wanted, timeouts=t.checks.timeouts, stop_on_timeout=True)
+    if not t.first.cancelled:
+        # A pass is a pass, with a bug elsewhere or not: each counts toward ruling out flakiness
+        # (a failure here is the bug's, so it marks nothing).
+        t.checks.stability.count_passes(t.first)
     if t.first.collect_errors:
         return Rejection("breaks collection", t.first.collect_errors[0].summary)
     return None
@@ -358,6 +378,8 @@ def _clean_passes_alone(t: _Trial) -> Rejection | None:
     # passed at baseline only because an earlier test left state behind (order-dependent) fails
     # here, and as a FAIL_TO_PASS it would fail even after the true fix.
     clean = t.runner.run(t.failing, timeouts=t.checks.timeouts, reverse=True)
+    if not clean.cancelled:
+        t.checks.stability.count_passes(clean)
     dependent = [n for n in t.failing if n not in clean.tests or not clean.tests[n].passed]
     if clean.collect_errors or dependent:
         return Rejection("order-dependent test", (dependent or t.failing)[0])
@@ -367,7 +389,23 @@ def _clean_passes_alone(t: _Trial) -> Rejection | None:
 _ON_CLEAN = (_apply, _spares_specification, _select_tests)
 _ON_MUTANT = (_run_mutant, _no_timeout, _no_memory_error, _no_crash, _some_test_fails, _others_pass,
               _none_missing, _fails_again)
-_AFTER = (_clean_passes_alone,)
+def _stable(t: _Trial) -> Rejection | None:
+    # The clean code runs every test the task would name until each passed enough runs to
+    # rule out flakiness (``flaky``): a flaky FAIL_TO_PASS refuses the task, a flaky passing
+    # test is left out of PASS_TO_PASS.
+    stability = t.checks.stability
+    passing = [n for n in t.wanted if n not in t.failing and t.first.tests[n].passed]
+    flaky = stability.prove(t.runner, [*t.failing, *passing], t.checks.timeouts)
+    if flaky is None:
+        return Rejection("flaky", "a run of the clean code did not finish or collect")
+    t.flaky = sorted(flaky - set(t.failing))
+    bad = sorted(flaky & set(t.failing))
+    if bad:
+        return Rejection("flaky", f"{bad[0]} fails on the clean code now and then", tuple(sorted(flaky)))
+    return None
+
+
+_AFTER = (_clean_passes_alone, _stable)
 
 
 def _first_rejection(t: _Trial, steps) -> Rejection | None:
@@ -412,7 +450,7 @@ def _features(t: _Trial) -> tuple[int, bool]:
 
 def _task(t: _Trial) -> Task:
     mutations, checks, failing = t.mutations, t.checks, t.failing
-    p2p = sorted(n for n in t.wanted if n not in failing and t.first.tests[n].passed)
+    p2p = sorted(n for n in t.wanted if n not in failing and t.first.tests[n].passed and n not in t.flaky)
     distance, through = _features(t)
     base = checks.base if checks.base is not None else base_commit(t.ws.root, t.ws.python_files())
     patch = "".join(unified_diff(path, t.sources[path], t.mutated[path]) for path in sorted(t.paths))
@@ -421,6 +459,8 @@ def _task(t: _Trial) -> Task:
     extra = dict(bugs[0])
     if len(mutations) > 1:
         extra["bugs"] = bugs
+    if t.flaky:
+        extra["flaky_dropped"] = t.flaky  # found flaky by this validation, left out of PASS_TO_PASS
     return Task(
         repo=checks.repo or str(t.ws.root), base_commit=base[0], base_kind=base[1], patch=patch,
         FAIL_TO_PASS=failing, PASS_TO_PASS=p2p,

@@ -178,7 +178,12 @@ class TrainConfig:
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
         from ..config import from_fields
 
-        return from_fields(cls, data, "train setting")
+        try:
+            return from_fields(cls, data, "train setting")
+        except (TypeError, ValueError, AttributeError) as exc:
+            # The checks above compare and iterate; a value of another type (a number where a
+            # table or a list goes, text where a number goes) fails inside them.
+            raise UsageError(f"a train setting has a value of the wrong type ({exc})") from None
 
     @classmethod
     def load(cls, path: Path) -> TrainConfig:

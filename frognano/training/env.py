@@ -15,7 +15,12 @@ content hash: recomputed and compared), applies the bug's patch, and checks that
 
 The reward (``reward``) is measured on pristine test files (DESIGN invariant 6): 1 when every
 ``FAIL_TO_PASS`` test passes and no ``PASS_TO_PASS`` test fails, else 0; a patch touching the
-specification scores 0 without running.  ``RewardConfig`` adds partial credit and a
+specification, or whose edit of the code under test reaches into the test runner
+(``repair.tampering``), scores 0 without running; a run in which the code under test rewrote
+pytest's reporting scores 0; and a run that says "resolved" is confirmed in a fresh interpreter
+(pytest's exit status included) before it scores 1, as an offered fix is: a reward the policy
+could win by forging results or by a module-level change the warm session's swap missed would
+teach exactly that.  ``RewardConfig`` adds partial credit and a
 format penalty.  A failure of FrogNano's own machinery is an ``InfraError``: the caller records
 it as ``error``, outside every rate and every gradient, never as a 0.
 """
@@ -23,6 +28,7 @@ it as ``error``, outside every rate and every gradient, never as a 0.
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 import tarfile
 import tempfile
@@ -34,6 +40,7 @@ from ..config import Settings
 from ..errors import FrogNanoError
 from ..repair.engine import Diagnosis, Engine
 from ..repair.incremental import Selection, Session
+from ..repair import tampering
 from ..repair.patch import Patch
 from ..sandbox.results import RunResult
 from ..sandbox.runner import find_python
@@ -93,25 +100,43 @@ class TaskState:
 
 
 def find_repo(task: EvalTask, repos: list[Path]) -> Path:
-    """The local folder of ``task.repo``: the path itself when it exists, else the first of
-    ``repos`` named like it (its last component, or SWE-style ``owner__name``), or holding a
-    folder so named.  ``TaskError`` when none does."""
+    """The local folder of ``task.repo``.  Without ``repos``: the path itself.  With ``repos``
+    (``eval --repos``), only a folder inside them: the row's path when it resolves (symlinks
+    followed) inside one of them, else the first of ``repos`` named like it (its last component,
+    or SWE-style ``owner__name``) or holding a folder so named.  A row that leads anywhere else
+    (an absolute, ``..`` or ``~`` path, a link out of the folder) is refused: a task file is
+    input, and the folder it names is copied and its code run.  ``TaskError`` when none fits."""
     from ..synthesis.store import repo_name
 
     given = Path(task.repo).expanduser()
-    if given.is_dir():
+    if not repos:
+        if given.is_dir():
+            return given.resolve()
+        raise TaskError(f"repository {task.repo} not found (give --repos DIR)")
+    folders = [Path(os.path.realpath(Path(r).expanduser())) for r in repos]
+
+    def inside(path: Path) -> bool:
+        real = os.path.realpath(path)
+        return any(real == str(f) or real.startswith(str(f).rstrip(os.sep) + os.sep) for f in folders)
+
+    escapes = given.is_dir() and not inside(given)
+    if given.is_dir() and not escapes:
         return given.resolve()
     names = {given.name, repo_name(task.repo), task.repo.rstrip("/").rsplit("/", 1)[-1]}
-    names.discard("")
-    for folder in repos:
-        folder = Path(folder).expanduser()
+    names = {n for n in names if n not in ("", ".", "..") and "/" not in n and os.sep not in n
+             and not n.startswith("~")}
+    for folder in folders:
         if folder.name in names and folder.is_dir():
-            return folder.resolve()
-        for name in names:
+            return folder
+        for name in sorted(names):
             if (folder / name).is_dir():
-                return (folder / name).resolve()
-    where = f" or under {', '.join(str(r) for r in repos)}" if repos else " (give --repos DIR)"
-    raise TaskError(f"repository {task.repo} not found{where}")
+                if inside(folder / name):
+                    return (folder / name).resolve()
+                escapes = True  # a link inside the folder that leads out of it
+    where = ", ".join(str(r) for r in repos)
+    if escapes:
+        raise TaskError(f"repository {task.repo} leads outside the --repos folders ({where}); refused")
+    raise TaskError(f"repository {task.repo} not found under {where}")
 
 
 def _git(root: Path, *args: str) -> subprocess.CompletedProcess:
@@ -288,6 +313,8 @@ class RepoEnv:
         penalty = config.format_penalty * malformed
         for e in patch.edits if patch else ():
             why = state.spec.reason(e.path, e.before, e.after)
+            if not why and e.path.endswith(".py") and not state.spec.edits_tests([e.path]):
+                why = tampering.refusal(e.path, e.before, e.after)
             if why:
                 return Reward(-penalty, False, still_failing=f2p, refused=why)
         files = patch.texts() if patch else {}
@@ -296,18 +323,31 @@ class RepoEnv:
         key = tuple(sorted(files.items()))
         if key in state.runs:
             return score(state.runs[key], f2p, p2p, config, malformed)
-        try:
-            with self.ws.edited(files):
-                self.ws.ensure_pristine(protected, strays)
-                run = self.engine.runner.run([*f2p, *p2p], timeouts=state.timeouts)
-                rewrote = self.ws.ensure_pristine(protected, strays)
-        except (FrogNanoError, OSError) as exc:
-            raise InfraError(f"the reward run failed: {exc}") from exc
-        if run.cancelled:
-            raise InfraError("the reward run was cancelled")
+        def run_once(fresh: bool) -> tuple[RunResult, list[str]]:
+            try:
+                with self.ws.edited(files):
+                    self.ws.ensure_pristine(protected, strays)
+                    run = self.engine.runner.run([*f2p, *p2p], timeouts=state.timeouts, fresh=fresh)
+                    rewrote = self.ws.ensure_pristine(protected, strays)
+            except (FrogNanoError, OSError) as exc:
+                raise InfraError(f"the reward run failed: {exc}") from exc
+            if run.cancelled:
+                raise InfraError("the reward run was cancelled")
+            return run, rewrote
+
+        run, rewrote = run_once(fresh=False)
+        if not rewrote and not run.tampered and patch and score(run, f2p, p2p).resolved:
+            # Only a win is confirmed (most episodes lose, and a loss cannot be forged upwards).
+            run, rewrote = run_once(fresh=True)
+            if run.returncode not in (0, None) and score(run, f2p, p2p).resolved:
+                return Reward(-penalty, False, still_failing=f2p,
+                              refused=f"the tests reported passing but pytest exited {run.returncode}")
         if rewrote:
             return Reward(-penalty, False, still_failing=f2p,
                           refused=f"the run rewrote {', '.join(rewrote[:3])} (restored)")
+        if run.tampered:
+            return Reward(-penalty, False, still_failing=f2p,
+                          refused=f"the code under test rewrote pytest's reporting ({', '.join(run.tampered[:3])})")
         state.runs[key] = run
         return score(run, f2p, p2p, config, malformed)
 

@@ -65,6 +65,7 @@ from ..progress import Progress, Silent
 from .config import TrainConfig
 from .env import RepoEnv, TaskError
 from .pool import SynthPool, TaskPool
+from .resume import checkpoint_folder, read_json_object, read_state
 from .tasks import EvalTask
 
 __all__ = ["TrainResult", "train"]
@@ -97,15 +98,20 @@ class RunDir:
 
     def start(self, config: TrainConfig, resume: bool) -> dict | None:
         """The checkpoint state to resume from (None: a fresh run); refuses to mix runs."""
-        if self.config.exists():
-            saved = TrainConfig.from_dict(json.loads(self.config.read_text()))
+        if self.config.exists() or self.config.is_symlink():
             if not resume:
                 raise UsageError(f"{self.path} already holds a run; add --resume to continue it, or give another -o")
+            try:
+                saved = TrainConfig.from_dict(read_json_object(self.config, "the run's config"))
+            except UsageError as exc:
+                message = str(exc)
+                raise UsageError(message if message.startswith(str(self.config)) else f"{self.config}: {message}") \
+                    from None
             diff = saved.differences(config)
             if diff:
                 raise UsageError(f"{self.path} was started with another config (differs in: {', '.join(diff)}); "
                                  "resume with the same settings, or give another -o")
-            state = self.load_state()
+            state = self.load_state(config.backend)
             # Rows after the checkpoint are done again (none at all before the first one).
             self._trim_metrics(state["step"] if state is not None else -1)
             self._open_board(state["step"] if state is not None else -1)
@@ -126,11 +132,16 @@ class RunDir:
         if self.board is not None:
             self.board.close()
 
-    def load_state(self) -> dict | None:
-        if not self.latest.exists():
-            return None
-        folder = self.checkpoints / self.latest.read_text().strip()
-        return {**json.loads((folder / "state.json").read_text()), "folder": folder}
+    def load_state(self, backend: str = "torch") -> dict | None:
+        """The last checkpoint's state, every file it needs checked first (``resume.py``)."""
+        return read_state(self.path, backend)
+
+    def current(self) -> Path:
+        """The folder of the last checkpoint (``latest``, checked as a resume checks it)."""
+        folder = checkpoint_folder(self.path)
+        if folder is None:
+            raise UsageError(f"{self.latest}: missing; the run has no checkpoint")
+        return folder
 
     def _trim_metrics(self, step: int) -> None:
         """Drop metric rows of steps after the checkpoint: they are done again."""
@@ -140,10 +151,13 @@ class RunDir:
         keep = []
         for line in rows:
             try:
-                if json.loads(line).get("step", 0) <= step:
-                    keep.append(line)
+                row = json.loads(line)
             except ValueError:
                 continue  # a row cut off by the kill
+            # A row that is not a step's object is no metric: dropped, as a cut-off one is.
+            done = row.get("step", 0) if isinstance(row, dict) else None
+            if isinstance(done, (int, float)) and not isinstance(done, bool) and done <= step:
+                keep.append(line)
         _write_atomic(self.metrics, "".join(line + "\n" for line in keep))
 
     def log(self, row: dict) -> None:
@@ -217,17 +231,17 @@ def train(config: TrainConfig, run: Path, *, resume: bool = False, progress: Pro
     with distributed.main_first():  # rank 0 builds the tiny base model (if it is the one trained) for all
         if distributed.active() and distributed.is_main():
             base_model_path(config, rundir.path)
-    # Restored from the checkpoint when resuming; on several processes, rank 0's initial adapters.
-    learner = make_learner(config, rundir.path, state)
-    policy = learner.policy
     rng = random.Random(config.seed)
     first = 0
-    if state is not None:
-        sampler.load_state_dict(json.loads((state["folder"] / "sampler.json").read_text()))
+    if state is not None:  # before the model loads: a state that does not fit fails in a second
+        _restore_sampler(sampler, state)
         pool.load_state_dict(state["pool"])
         _set_rng_state(rng, state["rng"])
         first = state["step"]
         log.info("resuming %s after step %d", rundir.path, first)
+    # Restored from the checkpoint when resuming; on several processes, rank 0's initial adapters.
+    learner = make_learner(config, rundir.path, state)
+    policy = learner.policy
     envs = _Envs(config, policy)
     rollouts = None
     metrics: list[dict] = []
@@ -248,7 +262,7 @@ def train(config: TrainConfig, run: Path, *, resume: bool = False, progress: Pro
         progress.update(first, config.steps)
         for step in range(first + 1, config.steps + 1):
             _refresh(pool)  # the rounds finished so far: new tasks only at a step boundary
-            folder = rundir.checkpoints / rundir.latest.read_text().strip()
+            folder = rundir.current()
             row = _step(step, config, grpo, rollouts, folder, pool, sampler, rng, learner)
             if step == config.steps or (config.eval_every and step % config.eval_every == 0):
                 row["eval"] = _evaluate(envs, heldout, config)
@@ -278,6 +292,18 @@ def train(config: TrainConfig, run: Path, *, resume: bool = False, progress: Pro
         rundir.close()
         distributed.close()
     return TrainResult(rundir.path, config.steps, final, export, metrics, backend=config.backend)
+
+
+def _restore_sampler(sampler, state: dict) -> None:
+    """The checkpoint's sampler state (``sampler.json``, a JSON object by ``resume.read_state``);
+    one that does not fit the sampler is a UsageError naming the file."""
+    path = state["folder"] / "sampler.json"
+    try:
+        sampler.load_state_dict(state["sampler"])
+    except UsageError as exc:
+        raise UsageError(f"{path}: {exc}") from None
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        raise UsageError(f"{path}: not a task sampler state of this run ({type(exc).__name__}: {exc})") from None
 
 
 def _check_distributed(config: TrainConfig) -> None:

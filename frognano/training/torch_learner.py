@@ -91,23 +91,49 @@ class TorchLearner:
         (folder / "rng.json").write_text(json.dumps({"torch": torch.get_rng_state().tolist()}))
 
     def restore(self, folder: Path) -> None:
+        """``resume.read_state`` has checked the files are there and whole; what only torch can
+        tell (a pickle that does not load, a state for other parameters) is a UsageError here."""
+        import pickle
+
         self.load_adapter(folder)
-        self.optimizer.load_state_dict(torch.load(folder / "optimizer.pt"))
+        path = folder / "optimizer.pt"
+        try:
+            saved = torch.load(path, weights_only=True)
+        except (OSError, EOFError, RuntimeError, ValueError, pickle.UnpicklingError) as exc:
+            raise UsageError(f"{path}: cannot load the optimiser state ({_first_line(exc)})") from None
+        try:
+            self.optimizer.load_state_dict(saved)
+        except (KeyError, TypeError, ValueError, RuntimeError, IndexError) as exc:
+            raise UsageError(f"{path}: the optimiser state does not fit this model ({_first_line(exc)})") from None
         rng = folder / "rng.json"
         # Checkpoints written before the learners kept torch's RNG in state.json.
-        state = json.loads(rng.read_text())["torch"] if rng.exists() else \
-            json.loads((folder / "state.json").read_text())["torch_rng"]
-        torch.set_rng_state(torch.tensor(state, dtype=torch.uint8))
+        source = rng if rng.exists() else folder / "state.json"
+        try:
+            state = json.loads(rng.read_text())["torch"] if rng.exists() else \
+                json.loads((folder / "state.json").read_text())["torch_rng"]
+            torch.set_rng_state(torch.tensor(state, dtype=torch.uint8))
+        except (OSError, KeyError, TypeError, ValueError, RuntimeError, OverflowError) as exc:
+            raise UsageError(f"{source}: not torch's random state ({_first_line(exc)})") from None
 
     def load_adapter(self, folder: Path) -> None:
-        from peft import set_peft_model_state_dict
+        from peft import get_peft_model_state_dict, set_peft_model_state_dict
+        from safetensors import SafetensorError
         from safetensors.torch import load_file
 
         file = Path(folder) / "adapter" / "adapter_model.safetensors"
         try:
             weights = load_file(str(file))
-        except (OSError, RuntimeError) as exc:
-            raise FrogNanoError(f"{file}: cannot read the checkpoint's adapter ({exc})") from None
+        except (OSError, RuntimeError, SafetensorError) as exc:
+            raise FrogNanoError(f"{file}: cannot read the checkpoint's adapter ({_first_line(exc)})") from None
+        # An adapter of another model (another base, other targets or rank): peft skips a missing
+        # tensor without a word and fails on another shape with a bare RuntimeError.
+        want = {k: tuple(v.shape)
+                for k, v in get_peft_model_state_dict(self.policy.model, save_embedding_layers=False).items()}
+        got = {k: tuple(v.shape) for k, v in weights.items()}
+        wrong = sorted(k for k in want if got.get(k) != want[k])  # missing, or another shape
+        if wrong:
+            diff = [f"{k} {got.get(k, 'missing')} vs {want[k]}" for k in wrong[:3]]
+            raise FrogNanoError(f"{file}: the adapter does not fit this model (differs in: {', '.join(diff)})")
         set_peft_model_state_dict(self.policy.model, weights)
         self.policy.reset_cache()
 
@@ -121,3 +147,8 @@ class TorchLearner:
         self.policy.tokenizer.save_pretrained(tmp)
         final = publish(tmp, run / "final")
         return final, export_final(final, run, export)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return (text[0] if text else type(exc).__name__)[:200]

@@ -209,3 +209,25 @@ def test_a_patch_already_scored_on_the_laid_out_task_is_not_run_again(arith, ari
         assert len(runs) == laid_out + 1
     finally:
         env.close()
+
+
+def test_a_reward_cannot_be_won_by_reaching_into_pytest_or_by_a_module_level_change(arith, arith_tasks):
+    """The reward RL trains on is as sound as an offered fix: an edit that forges pytest's
+    reports is refused before it runs, and a fix that also breaks the module's import (the
+    warm session's body swap alone would miss the new module-level statement) scores 0."""
+    forge = ("\nimport sys as _s\n_r = _s.modules['_' + 'pytest.reports']\n"
+             "_r.TestReport.__init__ = lambda self, *a, **k: None\n")
+    env = _env(arith)
+    try:
+        state = env.reset(parse_row(arith_tasks[0]))
+        buggy = env.ws.read("arith/ops.py")
+        forged = env.reward(state, Patch((FileEdit("arith/ops.py", buggy, buggy + forge),)))
+        assert (forged.value, forged.resolved) == (0.0, False)
+        assert "test runner" in forged.refused
+        fixed = buggy.replace("a - b", "a + b", 1)
+        broken = env.reward(state, Patch((FileEdit(
+            "arith/ops.py", buggy, fixed.replace("\n\ndef mul", "\n\nraise RuntimeError('x')\n\n\ndef mul")),)))
+        assert (broken.value, broken.resolved) == (0.0, False), broken
+        assert env.reward(state, _fix("a - b", "a + b", buggy)).resolved  # the plain fix still wins
+    finally:
+        env.close()

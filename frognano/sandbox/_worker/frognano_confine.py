@@ -16,6 +16,13 @@ what the kernel offers before it starts a run (``probe``).
   no IP traffic.  The profile is deliberately small; it is untested in FrogNano's own suite,
   which runs on Linux.
 
+On Linux two more layers cover what Landlock has no right for (``frognano_namespace``,
+``frognano_seccomp``): the run's own user, mount and network namespaces (the whole tree
+read-only but the writable paths, so metadata writes elsewhere fail with EROFS; no network at
+all), and a seccomp filter (no scheduling changes to other processes, no raw or packet sockets,
+no mount changes; without a network namespace, no UDP and no netlink either).  Where the
+namespaces are refused, the filter still holds and ``confine`` says what is missing.
+
 Landlock restricts the calling thread and its future children only, so ``confine`` must run
 while the process has a single thread: in the fork server's child, or before pytest starts.
 
@@ -31,6 +38,12 @@ import os
 import signal
 import sys
 import time
+
+try:  # in the worker: a top-level module beside this one
+    import frognano_namespace
+    import frognano_seccomp
+except ImportError:  # in FrogNano: a module of its package
+    from . import frognano_namespace, frognano_seccomp
 
 # prctl(2) options
 _PR_SET_PDEATHSIG = 1
@@ -127,34 +140,82 @@ def probe() -> tuple[str, str]:
             return "", f"Seatbelt is unavailable ({exc})"
         return "seatbelt", ""
     abi, why = landlock_abi()
+    if abi:  # what a run's confine needs, made here once (the fork server probes before forking)
+        _landlock_structs()
+        frognano_namespace.prepare()
+        frognano_seccomp.prepare()
     return (f"landlock ABI {abi}", "") if abi else ("", why)
 
 
-def confine(writable: list[str]) -> tuple[str, str]:
+def probe_namespaces() -> None:
+    """Find out, once, whether runs can have their own namespaces (``frognano_namespace.available``):
+    the fork server does before it forks any run, and each run inherits the answer."""
+    if sys.platform.startswith("linux") and landlock_abi()[0]:
+        frognano_namespace.available()
+
+
+def confine(writable: list[str], namespaces: bool = True) -> tuple[str, str]:
     """Confine this process and its future children for good (see the module's doc).
 
-    Returns how (``"landlock ABI 7"``) or ``""`` and the reason it could not.  A failure leaves
-    the process as it was (apart from no-new-privileges, which is harmless).
+    Returns how (``"landlock ABI 7 + mount+net namespaces + seccomp"``) and ``""``; or how and
+    what is missing (the namespaces were refused: ``"landlock ABI 7 + seccomp"``, why); or
+    ``""`` and the reason it could not confine at all.  A failure of Landlock leaves the
+    process unconfined.  ``namespaces`` false skips them (as if the kernel refused them).
     """
     if sys.platform == "darwin":
         return _seatbelt(writable)
     abi, why = landlock_abi()
     if not abi:
         return "", why
-    return _landlock(abi, writable)
+    layers, gaps = [], []
+    netns = False
+    works, gap = frognano_namespace.available() if namespaces else (False, "namespaces turned off")
+    if works:  # before Landlock, which forbids a confined process to change its mounts
+        entered, gap = frognano_namespace.enter([*writable, "/dev/shm"])
+        netns = "net" in entered
+        if entered:
+            layers.append(entered)
+        if gap:
+            gaps.append(gap)
+    else:
+        gaps.append(gap)
+    how, why = _landlock(abi, writable)
+    if not how:
+        return "", why
+    ok, gap = frognano_seccomp.install(network_namespace=netns)
+    if ok:
+        layers.append("seccomp")
+    else:
+        gaps.append(gap)
+    return " + ".join([how, *layers]), "; ".join(gaps)
+
+
+_STRUCTS: tuple | None = None
+
+
+def _landlock_structs() -> tuple:
+    """``struct landlock_ruleset_attr`` and ``landlock_path_beneath_attr``, made once per process
+    (in the fork server, by ``probe``: making them in each run costs copy-on-write faults)."""
+    global _STRUCTS
+    if _STRUCTS is None:
+        import ctypes
+
+        class RulesetAttr(ctypes.Structure):
+            _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                        ("scoped", ctypes.c_uint64)]
+
+        class PathBeneath(ctypes.Structure):
+            _pack_ = 1
+            _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+        _STRUCTS = (RulesetAttr, PathBeneath)
+    return _STRUCTS
 
 
 def _landlock(abi: int, writable: list[str]) -> tuple[str, str]:
     import ctypes
 
-    class RulesetAttr(ctypes.Structure):
-        _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
-                    ("scoped", ctypes.c_uint64)]
-
-    class PathBeneath(ctypes.Structure):
-        _pack_ = 1
-        _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
-
+    RulesetAttr, PathBeneath = _landlock_structs()
     fs = 0
     for since, rights in _FS_RIGHTS:
         if abi >= since:
@@ -229,7 +290,9 @@ def _seatbelt(writable: list[str]) -> tuple[str, str]:
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 _PATH_EVENTS = {"os.mkdir": 0, "os.remove": 0, "os.rmdir": 0, "os.truncate": 0,
-                "os.rename": 1, "os.replace": 1, "os.symlink": 1, "os.link": 1}
+                "os.rename": 1, "os.replace": 1, "os.symlink": 1, "os.link": 1,
+                # metadata: denied by the read-only mount namespace (EROFS)
+                "os.chmod": 0, "os.chown": 0, "os.utime": 0, "os.setxattr": 0, "os.removexattr": 0}
 _MAX_DENIED = 50
 denied: dict[str, str] = {}  # path a write was attempted to, outside the writable roots -> test id
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 _TEST_DIR_NAMES = frozenset({"tests", "test", "testing"})
+# Beside a run's results: the project files test code read (frognano_reads writes, Workspace reads).
+READS_RECORD = "reads.txt"
 
 
 def is_test_file(relpath: str) -> bool:

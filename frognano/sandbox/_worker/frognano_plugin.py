@@ -27,7 +27,73 @@ import time
 import traceback
 
 import pytest
+from _pytest.outcomes import OutcomeException
 from frognano_paths import is_test_file
+
+# -- what the code under test must not rewrite ----------------------------------------------------
+# Captured when this module is imported: in every kind of run that is before pytest collects,
+# so before any project module is imported (the fork server imports this plugin with pytest).
+# A project module that rewrites pytest's reports (``TestReport.__init__`` forcing "passed"),
+# the hook machinery, the session's count of failures or this plugin's own reporting changes
+# what pytest itself believes, so it would change the exit status too; these identities are
+# checked after every test, and a run in which any changed is marked ``tampered``.  (Code that
+# sets out to defeat this from inside the process still can, with ctypes or gc walks: the
+# repair side refuses edits that reach for such means, see ``frognano.repair.tampering``.)
+_WATCHED = (
+    ("_pytest.reports", "TestReport", ("__init__", "from_item_and_call", "_to_json", "_from_json")),
+    ("_pytest.reports", "BaseReport", ("passed", "failed", "skipped", "outcome")),
+    ("_pytest.runner", "CallInfo", ("from_call", "__init__")),
+    ("_pytest.runner", None, ("call_and_report", "runtestprotocol", "pytest_runtest_makereport",
+                              "check_interactive_exception", "show_test_item")),
+    ("_pytest.skipping", None, ("pytest_runtest_makereport", "evaluate_xfail_marks")),
+    ("_pytest.main", "Session", ("pytest_runtest_logreport", "pytest_collectreport")),
+    ("_pytest.main", None, ("pytest_runtestloop", "wrap_session")),
+    ("_pytest.python", "Function", ("runtest",)),
+    ("_pytest.python", None, ("pytest_pyfunc_call",)),
+    ("pluggy._hooks", "HookCaller", ("__call__", "call_extra")),
+    ("pluggy._callers", None, ("_multicall",)),
+)
+# What the records are written with, taken now: a project that swaps ``json.dumps`` (for a
+# faster encoder, or to forge the records) changes nothing this plugin writes.
+_DUMPS = json.dumps
+
+
+def _capture() -> list[tuple[str, object, str, object]]:
+    """(label, owner, attribute, object) of everything in ``_WATCHED`` that exists here."""
+    import importlib
+
+    captured: list[tuple[str, object, str, object]] = []
+    for modname, cls, names in _WATCHED:
+        try:
+            module = importlib.import_module(modname)
+        except ImportError:
+            continue
+        captured.append((modname, sys.modules, modname, module))
+        owner = getattr(module, cls, None) if cls else module
+        if owner is None:
+            continue
+        if cls:
+            captured.append((f"{modname}.{cls}", module, cls, owner))
+        space = vars(owner)
+        for name in names:
+            if name in space:
+                captured.append((f"{modname}.{cls + '.' if cls else ''}{name}", owner, name, space[name]))
+    return captured
+
+
+_ORIGINALS = _capture()
+
+
+def tampered(*, _watched: list = _ORIGINALS) -> list[str]:
+    """What of ``_ORIGINALS`` is no longer what was captured (the list is bound here, so
+    rebinding the module's name changes nothing this reads)."""
+    found = []
+    for label, owner, name, obj in _watched:
+        now = owner.get(name) if isinstance(owner, dict) else vars(owner).get(name)
+        if now is not obj:
+            found.append(label)
+    return found
+
 
 def _tail(text: str | None, limit: int) -> str:
     if not text:
@@ -200,6 +266,8 @@ class FrogNanoPlugin:
         self._phase: dict[str, dict] = {}
         self._timed_out = False
         self._conftests: dict[str, tuple[str, str]] = {}  # collector nodeid -> its failed conftest
+        self._forged: list[str] = []  # reports seen contradicting their call (see makereport)
+        self._seen_tampering: set[str] = set()
 
     def retarget(self, out_path: str, *, timeout: float | None = None, timeouts: dict[str, float] | None = None,
                  coverage: bool | str = False, stop_on_timeout: bool = False, max_output: int = 4000,
@@ -235,7 +303,7 @@ class FrogNanoPlugin:
 
     # -- output ---------------------------------------------------------------------------
     def emit(self, kind: str, **fields) -> None:
-        self.out.write(json.dumps({"kind": kind, **fields}) + "\n")
+        self.out.write(_DUMPS({"kind": kind, **fields}) + "\n")
         self.out.flush()
 
     def _rel(self, path: str) -> str:
@@ -389,6 +457,7 @@ class FrogNanoPlugin:
                 signal.setitimer(signal.ITIMER_REAL, 0)
                 signal.signal(signal.SIGALRM, previous)
             record = self._phase.pop(nodeid)
+            self._check_tampering(record)
             if self._timed_out:
                 record["outcome"] = "timeout"
                 record["message"] = f"Timeout: the test ran longer than {limit:g} s"
@@ -425,6 +494,9 @@ class FrogNanoPlugin:
             record["stdout"] = _tail(record["stdout"] + out, self.max_output)
         if err:
             record["stderr"] = _tail(record["stderr"] + err, self.max_output)
+        if call.excinfo is not None and report.passed and not _OUTCOME(call.excinfo.value):
+            # pytest never reports a test that raised as passed: its report was rewritten.
+            self._forged.append(f"a report of {item.nodeid}, which raised, said passed")
         if hasattr(report, "wasxfail"):
             record["outcome"] = "xfailed" if report.skipped else "xpassed"
             if report.failed:  # strict xpass
@@ -446,3 +518,35 @@ class FrogNanoPlugin:
 
     def pytest_sessionfinish(self, session, exitstatus) -> None:  # noqa: ANN001
         self.exitstatus = int(exitstatus)
+
+    # -- forged results -------------------------------------------------------------------
+    def tampering(self) -> list[str]:
+        """What the code under test rewrote of pytest's reporting or of this plugin so far."""
+        overridden = [f"frognano_plugin.FrogNanoPlugin.{n} (on the instance)" for n in _OWN_NAMES if n in vars(self)]
+        return [*tampered(), *overridden, *self._forged]
+
+    def _check_tampering(self, record: dict) -> None:
+        """After each test: a run whose reporting was rewritten reports every test from then on
+        as an error naming what changed, and says so once in a ``tampered`` record."""
+        changed = self.tampering()
+        if not changed:
+            return
+        for what in changed:
+            if what not in self._seen_tampering:
+                self._seen_tampering.add(what)
+                self.emit("tampered", what=what)
+        record.update(outcome="error", frames=[],
+                      message=_tail(f"FrogNano: the code under test rewrote pytest's reporting ({', '.join(changed[:3])}); "
+                                    "this run proves nothing", self.max_output))
+
+
+def _OUTCOME(exc: BaseException) -> bool:  # noqa: N802 - reads as the predicate it is
+    """Whether ``exc`` is one of pytest's own outcomes (skip, xfail, fail, exit)."""
+    return isinstance(exc, OutcomeException)
+
+
+# This plugin's own methods and checks are watched with pytest's (captured at import, like them).
+_OWN_NAMES = tuple(n for n, v in vars(FrogNanoPlugin).items() if callable(v) or isinstance(v, property))
+_ORIGINALS.extend((f"frognano_plugin.FrogNanoPlugin.{n}", FrogNanoPlugin, n, vars(FrogNanoPlugin)[n]) for n in _OWN_NAMES)
+_ORIGINALS.extend((f"frognano_plugin.{n}", sys.modules[__name__], n, globals()[n])
+                  for n in ("tampered", "_OUTCOME", "FrogNanoPlugin", "_ORIGINALS"))

@@ -223,10 +223,14 @@ def _one_body_swaps(item: Tracked, data: bytes, module: types.ModuleType,
     shell = "".join(f"{indent}class {name}:\n" for name, indent in span.classes)
     padding = "\n" * (span.start - 1 - len(span.classes))  # so the code names the file's lines
     try:
-        code: types.CodeType | None = compile(padding + shell + data[start:end].decode("utf-8", "surrogateescape"),
-                                              item.filename or item.path, "exec", dont_inherit=True,
+        snippet = ast.parse(padding + shell + data[start:end].decode("utf-8", "surrogateescape"), item.path)
+        code: types.CodeType | None = compile(snippet, item.filename or item.path, "exec", dont_inherit=True,
                                               flags=(item.code.co_flags if item.code else 0) & _FUTURES)
     except (SyntaxError, ValueError):
+        return None
+    if not _only_the_def(snippet, len(span.classes)):
+        # The edit also added a statement beside the function (a ``raise`` or an assignment
+        # inserted after it): module-level code that only a re-import runs.
         return None
     if len([c for c in code.co_consts if isinstance(c, types.CodeType)]) != 1:
         return None
@@ -250,6 +254,17 @@ def _one_body_swaps(item: Tracked, data: bytes, module: types.ModuleType,
                     raise CannotSwap(f"cannot find the live function {item.name}.{below.qualname}")
                 swaps.append((moved, _shifted(moved.__code__, delta)))
     return swaps
+
+
+def _only_the_def(tree: ast.Module, shells: int) -> bool:
+    """Whether ``tree`` (a function's text in a shell of its classes) holds nothing but that
+    one function: one statement at each level, the innermost a def."""
+    body: list[ast.stmt] = tree.body
+    for _ in range(shells):
+        if len(body) != 1 or not isinstance(body[0], ast.ClassDef):
+            return False
+        body = body[0].body
+    return len(body) == 1 and isinstance(body[0], (ast.FunctionDef, ast.AsyncFunctionDef))
 
 
 def _common(a: bytes, b: bytes, limit: int, backwards: bool = False) -> int:

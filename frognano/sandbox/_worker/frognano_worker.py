@@ -112,6 +112,9 @@ def confine_run(req: dict) -> bool:
     box = req.get("sandbox") or {}
     mode = box.get("mode", "off")
     tmp = box.get("tmp")
+    if box.get("env") is not None:  # the allow-listed environment of the tests, exactly
+        os.environ.clear()
+        os.environ.update(box["env"])
     if tmp:
         for name in ("TMPDIR", "TEMP", "TMP"):
             os.environ[name] = tmp
@@ -122,7 +125,7 @@ def confine_run(req: dict) -> bool:
     if mode != "off":
         writable = [req["root"], os.path.dirname(req["results"]), *([tmp] if tmp else []),
                     *box.get("writable", [])]
-        how, why = frognano_confine.confine(writable)
+        how, why = frognano_confine.confine(writable, namespaces=box.get("namespaces", True))
         if how and box.get("name_denials"):
             frognano_confine.watch_denials(writable)
     refused = mode == "required" and not how
@@ -152,6 +155,7 @@ def prepare_run(req: dict):  # noqa: ANN201 - (args, plugin, output), or None: m
     os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
     sys.path[:0] = _import_paths(req.get("real_root", shadow), shadow, req.get("paths", []))
     importlib.invalidate_caches()
+    __import__("frognano_reads").install(shadow, req["results"])  # the data the tests read
 
     from frognano_output import BoundedOutput
     from frognano_plugin import FrogNanoPlugin
@@ -224,6 +228,9 @@ def run_request(req: dict) -> int:
         code = exc.code if isinstance(exc.code, int) else 3
     finally:
         output.close()
+    # Rewritten after the last test's check (in its teardown, at session finish): still no evidence.
+    for what in plugin.tampering():
+        plugin.emit("tampered", what=what)
     plugin.emit("end", exitstatus=code, leaks=leaked(req, before),
                 denied=[[path, test] for path, test in frognano_confine.denied.items()])
     return code
@@ -299,6 +306,7 @@ def serve() -> None:
     # process is killed, and die with the run (see _supervise).
     frognano_confine.become_subreaper()
     frognano_confine.probe()  # loads ctypes and libc once, not in every child
+    frognano_confine.probe_namespaces()  # likewise: a child tries them once, for all runs
     stdin = _Stdin()
     config = json.loads(stdin.readline() or "{}")
     roots = [os.path.realpath(r) for r in config.get("roots", [])]
