@@ -29,6 +29,7 @@ export const ENGINE_SETTINGS: Readonly<Record<string, Kind>> = {
   episodes: 'integer',
   python: 'string',
   allowTestEdits: 'boolean',
+  allowDataEdits: 'boolean',
 };
 
 /** Editor behaviour: always sent, with the VS Code default when unset. */
