@@ -195,11 +195,12 @@ def test_a_patch_already_scored_on_the_laid_out_task_is_not_run_again(arith, ari
         buggy = env.ws.read("arith/ops.py")
         runs = []
         real = env.engine.runner.run
-        env.engine.runner.run = lambda *a, **k: runs.append(a) or real(*a, **k)
+        env.engine.runner.run = lambda *a, **k: runs.append(k.get("fresh", False)) or real(*a, **k)
         first = [env.reward(state, _fix("a - b", "a + b", buggy)), env.reward(state, None)]
         again = [env.reward(state, _fix("a - b", "a + b", buggy)), env.reward(state, None),
                  env.reward(state, _fix("a - b", "a + b", buggy), config=RewardConfig(format_penalty=0.25), malformed=1)]
-        assert len(runs) == 2
+        # The fix: one warm run and, as it wins, one fresh confirmation; no patch: one run.
+        assert runs == [False, True, False]
         assert [(r.value, r.resolved) for r in again] == [(1.0, True), (0.0, False), (0.75, True)]
         assert [(r.value, r.resolved) for r in first] == [(1.0, True), (0.0, False)]
         # A new layout of the task starts with no runs.
