@@ -302,7 +302,7 @@ class Verifier:
         if len(fixed) != len(self.failing) or len(kept) != len(self.passing) or run.collect_errors:
             log.info("candidate passed its covering tests but not the whole run in a fresh interpreter")
             return None
-        if run.returncode not in (0, None) or run.exitstatus not in (0, None):
+        if run.returncode != 0 or run.exitstatus not in (0, None):  # a fresh run always has its code
             # Every test reported passing, yet pytest's process said otherwise: the results
             # were written by something else than pytest's own verdict.
             log.info("candidate rejected: the tests reported passing but pytest exited %s (status %s)",

@@ -339,7 +339,7 @@ class RepoEnv:
         if not rewrote and not run.tampered and patch and score(run, f2p, p2p).resolved:
             # Only a win is confirmed (most episodes lose, and a loss cannot be forged upwards).
             run, rewrote = run_once(fresh=True)
-            if run.returncode not in (0, None) and score(run, f2p, p2p).resolved:
+            if run.returncode != 0 and score(run, f2p, p2p).resolved:  # a fresh run always has its code
                 return Reward(-penalty, False, still_failing=f2p,
                               refused=f"the tests reported passing but pytest exited {run.returncode}")
         if rewrote:
