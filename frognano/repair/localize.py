@@ -136,9 +136,10 @@ def localize(
     for nodeid in failing:
         t = run.tests[nodeid]
         for f in t.frames:
-            if not f.path.startswith("/") and not is_test_file(f.path):
+            # "<string>", "<frozen ...>": code compiled from text (exec, a template), no file to edit.
+            if not f.path.startswith(("/", "<")) and not is_test_file(f.path):
                 frames[(f.path, f.line)] += 1
-        if t.last and not is_test_file(t.last[0]):
+        if t.last and not t.last[0].startswith("<") and not is_test_file(t.last[0]):
             last[t.last] += 1
 
     nf = len(failing)

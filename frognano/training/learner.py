@@ -86,7 +86,12 @@ def make_learner(config: TrainConfig, run: Path, state: dict | None = None) -> L
 
 def base_model_path(config: TrainConfig, run: Path) -> str:
     """Where the base model is: the tiny one (built into ``run/base`` in the backend's format
-    on first use), else the path or hub id of ``BACKEND:PATH_OR_ID``."""
+    on first use), a packaged one's GGUF (``runtime.packaged``), else the path or hub id of
+    ``BACKEND:PATH_OR_ID``."""
+    from ..runtime.packaged import PACKAGED, packaged_gguf
+
+    if config.base_model in PACKAGED:  # a GGUF inside a pip package; the backend converts it once
+        return str(packaged_gguf(config.base_model))
     if config.base_model != "tiny":
         return config.base_model.split(":", 1)[1]
     base = run / "base"

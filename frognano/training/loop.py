@@ -213,15 +213,26 @@ def train(config: TrainConfig, run: Path, *, resume: bool = False, progress: Pro
     rundir = RunDir(run)
     state = distributed.on_main(lambda: rundir.start(config, resume))
     started = time.monotonic()
+    # Where the time before step 1 goes (step 0's row): on a busy laptop it is most of a short run.
+    phases: dict[str, float] = {}
+    clock = [started]
+
+    def lap(name: str) -> None:
+        now = time.monotonic()
+        phases[name] = round(phases.get(name, 0.0) + now - clock[0], 2)
+        clock[0] = now
+
     random.seed(config.seed)
     repos = [Path(r) for r in config.repos]
     if not repos:
         from .presets import example_repos
 
         repos = distributed.on_main(lambda: example_repos(rundir.path / "repos", progress))
+    lap("repositories")
     progress.phase("synthesising tasks")
     with distributed.main_first():  # rank 0 synthesises; the others then read its task files
         pool, heldout = _task_sets(repos, rundir.path, config)
+    lap("synthesis")
     families = pool.families  # round 0's, also when resuming: the pool takes the saved rounds below
     if config.sampler == "frontier":
         sampler: Any = FrontierSampler(families, FrontierConfig.from_dict({"seed": config.seed, **config.frontier}))
@@ -242,6 +253,7 @@ def train(config: TrainConfig, run: Path, *, resume: bool = False, progress: Pro
     # Restored from the checkpoint when resuming; on several processes, rank 0's initial adapters.
     learner = make_learner(config, rundir.path, state)
     policy = learner.policy
+    lap("model")
     envs = _Envs(config, policy)
     rollouts = None
     metrics: list[dict] = []
@@ -250,9 +262,12 @@ def train(config: TrainConfig, run: Path, *, resume: bool = False, progress: Pro
             pool.start()  # the next rounds of tasks, synthesised while the loop trains
         if state is None:
             if config.eval_every:  # the untrained model's held-out rate: the curve's start
-                start = {"step": 0, "eval": _evaluate(envs, heldout, config),
+                progress.phase("held-out tasks, before training", len(heldout))
+                evaluation = _evaluate(envs, heldout, config, progress)
+                lap("evaluation")
+                start = {"step": 0, "eval": evaluation,
                          "frontier": {f.key: round(sampler.estimate(f), 4) for f in sampler.families},
-                         "seconds": round(time.monotonic() - started, 2)}
+                         "seconds": round(time.monotonic() - started, 2), "phases": phases}
                 distributed.on_main(lambda: rundir.log(start))
                 metrics.append(start)
             # The weights step 1's rollouts use.
@@ -263,9 +278,12 @@ def train(config: TrainConfig, run: Path, *, resume: bool = False, progress: Pro
         for step in range(first + 1, config.steps + 1):
             _refresh(pool)  # the rounds finished so far: new tasks only at a step boundary
             folder = rundir.current()
+            within = _Within(progress, step, config.steps)
+            rollouts.progress = within
             row = _step(step, config, grpo, rollouts, folder, pool, sampler, rng, learner)
             if step == config.steps or (config.eval_every and step % config.eval_every == 0):
-                row["eval"] = _evaluate(envs, heldout, config)
+                within.what = "held-out"
+                row["eval"] = _evaluate(envs, heldout, config, within)
             row["frontier"] = {f.key: round(sampler.estimate(f), 4) for f in sampler.families}
             row["pool_tasks"] = len(pool)
             row["seconds"] = round(time.monotonic() - started, 2)
@@ -292,6 +310,21 @@ def train(config: TrainConfig, run: Path, *, resume: bool = False, progress: Pro
         rundir.close()
         distributed.close()
     return TrainResult(rundir.path, config.steps, final, export, metrics, backend=config.backend)
+
+
+class _Within:
+    """Progress inside a step, on the training bar's note (a small model's step takes minutes on
+    a CPU: its groups and its held-out episodes show as they finish)."""
+
+    def __init__(self, progress: Progress, step: int, steps: int) -> None:
+        self.progress, self.step, self.steps, self.what = progress, step, steps, "group"
+
+    def phase(self, title: str, total: int | None = None) -> None:
+        pass
+
+    def update(self, done: int, total: int | None = None, note: str = "") -> None:
+        self.progress.update(self.step - 1, self.steps,
+                             f"step {self.step}: {self.what} {done}/{total}" + (f", {note}" if note else ""))
 
 
 def _restore_sampler(sampler, state: dict) -> None:
@@ -369,7 +402,12 @@ def _task_sets(repos: list[Path], run: Path, config: TrainConfig) -> tuple[Synth
 
     heldout_file = run / "heldout.jsonl"
     if distributed.is_main():  # the other ranks read rank 0's files (train's main_first)
-        synthesize(repos, heldout_file, n=config.heldout_per_repo, seed=HELDOUT_SEED)
+        held_repos = repos
+        if config.heldout_repos:  # other repositories than the training ones (presets.resolve_heldout)
+            from .presets import resolve_heldout
+
+            held_repos = resolve_heldout(config.heldout_repos, run / "heldout-repos")
+        synthesize(held_repos, heldout_file, n=config.heldout_per_repo, seed=HELDOUT_SEED)
     heldout, _ = load_tasks(heldout_file)
     pool = SynthPool(run / "pool", repos, heldout_file, n=config.tasks_per_repo, seed=config.seed,
                      rounds=config.synth_rounds)
@@ -460,6 +498,7 @@ class _Rollouts:
     def __init__(self, config: TrainConfig, run: Path, envs: _Envs) -> None:
         self.envs = envs
         self.config = config
+        self.progress: Progress | None = None  # the groups of a step as they finish (in this process)
         self.pool = None
         self._stack = contextlib.ExitStack()
         if config.workers > 1 or config.ray is not None:
@@ -486,7 +525,12 @@ class _Rollouts:
                 done.update(part)
             return [done[i] for i in range(len(requests))]
         if self.pool is None:
-            return [_group(self.envs, task, index, self.config, seeds) for task, index, seeds in requests]
+            done = []
+            for task, index, seeds in requests:
+                done.append(_group(self.envs, task, index, self.config, seeds))
+                if self.progress is not None:
+                    self.progress.update(len(done), len(requests))
+            return done
         return [result for _, result in self.pool.map([(str(folder), *r) for r in requests])]
 
     def close(self) -> None:
@@ -550,7 +594,7 @@ def _step(step, config, grpo, rollouts, folder, pool, sampler, rng, learner) -> 
             "paths": dict(paths.most_common(PATHS_KEPT))}
 
 
-def _evaluate(envs: _Envs, heldout: list[EvalTask], config: TrainConfig) -> dict:
+def _evaluate(envs: _Envs, heldout: list[EvalTask], config: TrainConfig, progress: Progress | None = None) -> dict:
     """The held-out resolve rate through the serving harness: one greedy episode per task
     (``eval_samples`` 1), or the mean over ``eval_samples`` episodes sampled at the rollout
     temperature (pass@1 estimated from k samples, as DeepSeek-R1 reports it: a small policy's
@@ -565,11 +609,12 @@ def _evaluate(envs: _Envs, heldout: list[EvalTask], config: TrainConfig) -> dict
 
     from ..repair.agent import EpisodeStatus
     from . import distributed
-    from .metrics import wilson
+    from .metrics import episode_facts, episode_metrics, wilson
     from .rollout import candidates_for
 
     greedy = config.eval_samples == 1
     resolved = total = tasks = 0
+    episodes: list[dict] = []  # per scored episode: what the seed's metrics are computed from
     try:
         for index, task in enumerate(heldout):
             if index % distributed.world() != distributed.rank():
@@ -581,24 +626,29 @@ def _evaluate(envs: _Envs, heldout: list[EvalTask], config: TrainConfig) -> dict
                 search = candidates_for(env, state)
                 counted = 0
                 for k in range(config.eval_samples):
-                    episode, _ = env.engine.model_episode(state.diagnosis, env.engine.verifier(state.diagnosis),
+                    episode, toolbox = env.engine.model_episode(state.diagnosis, env.engine.verifier(state.diagnosis),
                                                           search, 0, record=False, seed=HELDOUT_SEED + 1000 * index + k,
                                                           hint=task.hint, tools=tuple(config.tools),
                                                           listed=config.max_candidates)
                     if episode.status == EpisodeStatus.MODEL_ERROR:
                         continue
                     counted += 1
-                    resolved += env.reward(state, episode.patch).resolved
+                    won = env.reward(state, episode.patch).resolved
+                    resolved += won
+                    episodes.append(episode_facts(episode, toolbox, won))
                 total += counted
                 tasks += counted > 0
             except TaskError as exc:
                 log.warning("held-out task %s skipped: %s", task.instance_id, exc)
+            if progress is not None:
+                progress.update(index + 1, len(heldout), f"resolved {resolved} of {total}")
     finally:
         envs.sampling()
     if distributed.active():
-        counts = distributed.gather_objects((resolved, total, tasks))
+        counts = distributed.gather_objects((resolved, total, tasks, episodes))
         resolved, total, tasks = (sum(c[i] for c in counts) for i in range(3))
+        episodes = [e for c in counts for e in c[3]]
     low, high = wilson(resolved, total)
     return {"tasks": tasks, "episodes": total, "resolved": resolved,
             "resolve_rate": resolved / total if total else 0.0,
-            "ci": [round(low, 4), round(high, 4)]}
+            "ci": [round(low, 4), round(high, 4)], **episode_metrics(episodes)}

@@ -36,7 +36,8 @@ from typing import Any
 from ..errors import UsageError
 from ..synthesis.frontier import HINTS, Family
 
-__all__ = ["DEFAULT_TURN_KS", "FEATURES", "STATUSES", "UNKNOWN", "Z95", "Episode", "Stats", "Summary", "latest",
+__all__ = ["DEFAULT_TURN_KS", "FEATURES", "STATUSES", "UNKNOWN", "Z95", "Episode", "Stats", "Summary", "episode_facts",
+           "episode_metrics", "latest",
            "pass_at_k", "pass_hat_k", "summarize", "turn_ks", "wilson"]
 
 #: The normal quantile for a two-sided 95% interval, Phi^-1(0.975).
@@ -355,3 +356,32 @@ def summarize(rows: Iterable[Mapping[str, Any]], ks: Iterable[int] | None = None
         families={key: _stats(key, families[key], ks_, ks_turns_) for key in sorted(families, key=_family_order)},
         features={key: _stats(key, features[key], ks_, ks_turns_) for key in sorted(features, key=_feature_order)},
         ks=ks_, ks_turns=ks_turns_)
+
+
+# -- the held-out evaluation's per-episode facts (training/loop.py ``_evaluate``) ----------------
+def episode_facts(episode, toolbox, resolved: bool) -> dict[str, Any]:
+    """What one held-out episode contributes to ``episode_metrics``: the same facts ``frognano
+    eval`` writes to its rows (``met_error``: a tool error or a failing ``run_tests``)."""
+    calls = [t.call for t in episode.turns]
+    return {"resolved": bool(resolved), "met_error": bool(toolbox.errors or toolbox.failed_runs),
+            "turns": len(episode.turns), "invalid": int(episode.malformed),
+            "tokens": int(episode.tokens_in) + int(episode.tokens_out),
+            "path": " > ".join("?" if c is None else c["name"] for c in calls)}
+
+
+def episode_metrics(facts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The seed's episode metrics over held-out episodes: the error-recovery rate (resolved
+    among the episodes that met an error; None when none did), the invalid-call rate (malformed
+    calls per turn), turns and tokens per resolved episode (None without one), and the commonest
+    call sequences (what the policy does)."""
+    met = [f for f in facts if f["met_error"]]
+    won = [f for f in facts if f["resolved"]]
+    turns = sum(f["turns"] for f in facts)
+    paths: dict[str, int] = {}
+    for f in facts:
+        paths[f["path"]] = paths.get(f["path"], 0) + 1
+    return {"met_error": len(met), "error_recovery_rate": _ratio(sum(f["resolved"] for f in met), len(met)),
+            "invalid_call_rate": _ratio(sum(f["invalid"] for f in facts), turns),
+            "turns_per_resolved": _ratio(sum(f["turns"] for f in won), len(won)),
+            "tokens_per_resolved": _ratio(sum(f["tokens"] for f in won), len(won)),
+            "paths": dict(sorted(paths.items(), key=lambda kv: (-kv[1], kv[0]))[:5])}

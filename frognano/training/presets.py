@@ -1,14 +1,20 @@
-"""Training repositories for the presets: the bundled examples, repaired.
+"""Repositories for the presets: the bundled examples, repaired; corrected real-bug projects.
 
 Each bundled example ships with one bug (``examples/*/README.md``).  Synthesis needs green
 suites, so the tiny preset copies each example into the run directory and repairs the copy with
 FrogNano's own search (``Engine.fix``, then the verified fix written with ``repair.apply``); an
 example that cannot be repaired is left out with a warning.  The examples come from a source
 checkout (an installed wheel does not carry them): elsewhere, give ``--repos``.
+
+Held-out repositories (``heldout_repos``) may name ``realbugs:GLOB``: the projects of
+``benchmarks/realbugs/`` whose folder matches GLOB, each with its ``correct/`` files laid over
+``project/`` (a green suite), copied into the run directory.  They are other repositories than
+the training ones, with other functions, so a held-out rate there measures what carries over.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import logging
 import shutil
 from pathlib import Path
@@ -16,7 +22,9 @@ from pathlib import Path
 from ..errors import UsageError
 from ..progress import Progress, Silent
 
-__all__ = ["bundled_examples", "example_repos"]
+__all__ = ["REALBUGS", "bundled_examples", "example_repos", "realbug_repos", "resolve_heldout"]
+
+REALBUGS = "realbugs:"  # the prefix of a heldout_repos entry naming corrected benchmark projects
 
 log = logging.getLogger(__name__)
 
@@ -56,4 +64,43 @@ def example_repos(dest: Path, progress: Progress | None = None) -> list[Path]:
         repos.append(copy)
     if not repos:
         raise UsageError("none of the bundled examples could be repaired for training")
+    return repos
+
+
+def realbugs_corpus() -> Path:
+    folder = Path(__file__).resolve().parents[2] / "benchmarks" / "realbugs"
+    if not folder.is_dir():
+        raise UsageError("realbugs: held-out repositories come from benchmarks/realbugs, which comes with a "
+                         "source checkout of FrogNano; give heldout_repos as paths instead")
+    return folder
+
+
+def realbug_repos(pattern: str, dest: Path) -> list[Path]:
+    """Green copies under ``dest`` of the corpus projects matching ``pattern`` (made once): each
+    case's ``project/`` with its ``correct/`` files laid over it."""
+    cases = sorted(p for p in realbugs_corpus().iterdir()
+                   if fnmatch.fnmatch(p.name, pattern) and (p / "project").is_dir() and (p / "correct").is_dir())
+    if not cases:
+        raise UsageError(f"{REALBUGS}{pattern}: no case of benchmarks/realbugs matches")
+    repos = []
+    for case in cases:
+        copy = dest / case.name
+        if not (copy / ".frognano-green").exists():
+            shutil.rmtree(copy, ignore_errors=True)
+            shutil.copytree(case / "project", copy, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
+            shutil.copytree(case / "correct", copy, dirs_exist_ok=True)
+            (copy / ".frognano-green").write_text("benchmarks/realbugs: project/ with correct/ laid over it\n")
+        repos.append(copy)
+    return repos
+
+
+def resolve_heldout(entries: list[str], dest: Path) -> list[Path]:
+    """The held-out repositories ``entries`` name: paths as given, ``realbugs:GLOB`` laid out
+    under ``dest``."""
+    repos: list[Path] = []
+    for entry in entries:
+        if entry.startswith(REALBUGS):
+            repos.extend(realbug_repos(entry[len(REALBUGS):], dest))
+        else:
+            repos.append(Path(entry))
     return repos

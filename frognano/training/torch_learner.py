@@ -34,7 +34,8 @@ class TorchLearner:
         torch.manual_seed(config.seed)  # the adapters' initial weights
         path = base_model_path(config, run)
         # One GPU per process of a launch (its LOCAL_RANK); else the runtime's choice.
-        device = f"cuda:{distributed.local_rank()}" if distributed.active() and torch.cuda.is_available() else None
+        device = f"cuda:{distributed.local_rank()}" if distributed.active() and torch.cuda.is_available() \
+            else (None if config.device == "auto" else config.device)
         options = {}
         if pick_device(device).type == "cpu":
             # torch's default, a thread per core, waits at every kernel on the test processes

@@ -67,6 +67,30 @@ def test_scripted_model_fixes_each_example(example, name):
     assert record["patch"].startswith("--- a/")
 
 
+def test_tool_results_say_what_to_do_next(tmp_path):
+    """A small model repeats its last call (SmolLM2-135M ran the failing tests again and again,
+    applied one candidate four times): the results say the next step where it reads last."""
+    # A deleted statement: the search lists candidates but none fixes it, so the episode runs.
+    project = write_project(tmp_path / "collect", {
+        "collect.py": "def evens(xs):\n    out = []\n    for x in xs:\n        if x % 2 == 0:\n            pass\n"
+                      "    return out\n",
+        "test_collect.py": "from collect import evens\n\n\ndef test_evens():\n    assert evens([1, 2, 4]) == [2, 4]\n",
+    })
+    path, old, new = "collect.py", "            pass\n", "            out.append(x)\n"
+    report = fix_with(project, [call("run_tests"), call("candidates"), call("edit", path=path, old=old, new=new),
+                                call("run_tests"), call("submit")], max_candidates=15)
+    assert report.status == "fixed" and report.fix.source == "model"
+    (episode,) = report.episodes
+    results = [t.result for t in episode.turns]
+    # Nothing changed yet and the run fails as the episode began: candidates or edit, not again.
+    assert results[0].endswith("Nothing is changed yet: candidates lists likely fixes (apply N), or edit the "
+                               "suspicious line.")
+    assert results[2].startswith("--- a/collect.py") and results[2].endswith(
+        "Changed. Next: run_tests, or submit if you are sure.")
+    assert results[3].endswith("The tests pass with your change: submit it.") and "passed, 0 failed" in results[3]
+    assert episode.status == "submitted"
+
+
 # Code the catalogue cannot write: a call with an argument no operator invents (the catalogue
 # wraps, swaps and inserts what the file already has; `sorted()` would fix a missing sort).
 NEEDS_A_NEW_LINE = {

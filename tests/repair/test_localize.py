@@ -65,6 +65,15 @@ def test_test_files_are_never_ranked():
     assert localize(run, CoverageMap.from_run(run), lambda p: "x = 1\ny = 2\nz = 3\n") == []
 
 
+def test_frames_of_code_compiled_from_text_are_not_locations():
+    """A frame in "<string>" (exec'd code, a namedtuple's methods) or "<frozen ...>" names no file:
+    it is never ranked, so the search never tries to read a file of that name."""
+    run = _run([("t::a", "failed", {"m.py": [2]}, [Frame("<string>", 1, "<module>"), Frame("m.py", 2, "f")],
+                 ("<frozen importlib._bootstrap>", 241))])
+    locs = localize(run, CoverageMap.from_run(run), lambda p: SOURCE if p == "m.py" else None)
+    assert [(loc.path, loc.line) for loc in locs] == [("m.py", 2)]
+
+
 @pytest.mark.parametrize("name, path, line, top", [
     ("calc", "calc/stats.py", 15, 1),
     ("inventory", "inventory/ledger.py", None, 5),

@@ -228,3 +228,26 @@ def test_http_records_none():
         gen = OpenAIModel("m", stub.url, model_check=False).generate(
             MESSAGES, None, Sampling(temperature=1.0, logprobs=True))
     assert gen.text == "hello" and gen.logprobs == []
+
+
+def test_forced_tokens_cost_no_forward_pass_and_greedy_stays_greedy(torch_model):
+    """Jump-forward decoding (torch): where the grammar allows one token it is taken without a
+    forward pass and fed with the next choice, so a constrained reply runs fewer forward passes
+    than it has tokens; every free token is still the masked argmax of the teacher-forced
+    logits (the batched feed changes nothing the choice depends on)."""
+    pytest.importorskip("xgrammar")
+    torch_model.reset_cache()
+    calls = []
+    hook = torch_model.model.register_forward_hook(lambda *_: calls.append(1))
+    try:
+        gen = torch_model.generate(MESSAGES, TOOLS, Sampling(temperature=0.0, max_tokens=48, logprobs=True),
+                                   constrain=True)
+    finally:
+        hook.remove()
+    masks = allowed_masks(torch_model, TOOLS, gen.token_ids)
+    forced = sum(1 for m in masks if m is not None and m.sum() == 1)
+    assert forced > 0 and len(calls) == len(gen.token_ids) - forced
+    prompt = torch_model.encode_prompt(MESSAGES, TOOLS)
+    logits = forward_logits(torch_model, prompt + gen.token_ids)[len(prompt) - 1: len(prompt) + len(gen.token_ids) - 1]
+    for row, mask, token in zip(logits, masks, gen.token_ids):
+        assert token == int(np.argmax(np.where(mask, row, -np.inf) if mask is not None else row))

