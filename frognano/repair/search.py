@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ..operators import Mutation, OperatorError, mutations
+from ..operators import Mutation, OperatorError, mutations, prepare
 from ..operators.ingredients import handler_lines
 from ..progress import Progress, Silent
 from ..sandbox.workspace import Workspace
@@ -212,6 +212,9 @@ class Search:
         self.progress = progress or Silent()
         self.cancel = cancel or threading.Event()
         self._sources: dict[str, str | None] = {}
+        # Each module parsed once, with its position metadata, for all its suspicious lines:
+        # resolving libcst's metadata anew per location was most of listing the candidates.
+        self._prepared: dict[str, object] = {}
 
     # -- candidates -----------------------------------------------------------------------
     def source(self, path: str) -> str | None:
@@ -235,12 +238,13 @@ class Search:
         if source is None:
             return []
         try:
-            found = mutations(source, loc.path, lines=set(loc.lines), ingredients=self.heard)
+            prepared = self._prepare(loc.path, source)
+            found = mutations(source, loc.path, lines=set(loc.lines), ingredients=self.heard, prepared=prepared)
             # The `except` clauses guarding these lines: one that did not match ran no line the
             # spectra could rank, yet its class may be the bug.
             guards = handler_lines(source, loc.lines)
             if guards:
-                found += mutations(source, loc.path, lines=guards, operators=["swap_exception"])
+                found += mutations(source, loc.path, lines=guards, operators=["swap_exception"], prepared=prepared)
         except OperatorError as exc:
             log.info("no candidates in %s: %s", loc.path, exc)
             return []
@@ -252,9 +256,16 @@ class Search:
         if source is None or loc.function is None:
             return []
         try:
-            return mutations(source, loc.path, functions={loc.function}, operators={"default_arg"})
+            return mutations(source, loc.path, functions={loc.function}, operators={"default_arg"},
+                             prepared=self._prepare(loc.path, source))
         except OperatorError:
             return []
+
+    def _prepare(self, path: str, source: str):
+        """``source`` parsed once (``operators.prepare``); OperatorError when it does not parse."""
+        if path not in self._prepared:
+            self._prepared[path] = prepare(source)
+        return self._prepared[path]
 
     def singles(self, locations: list[Location]) -> list[Candidate]:
         """Single-edit candidates, most promising first.

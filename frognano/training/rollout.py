@@ -42,13 +42,22 @@ class Rollout:
 
 
 def candidates_for(env: RepoEnv, state: TaskState):
-    """The search's single edits at the suspicious lines, in its order, none validated."""
+    """The search's single edits at the suspicious lines, in its order, none validated.
+
+    Made once per task layout picture and kept by the environment (``RepoEnv.listed``): a task
+    is drawn again and again in training and evaluated at every evaluation, its buggy texts and
+    suspicious lines are the same each time, and generating the edits (libcst's metadata over
+    each module) was a quarter of a tiny training run."""
     from ..repair.search import Search, SearchResult
 
     s = env.engine.settings
-    search = Search(env.ws, env.engine.verifier(state.diagnosis), max_locations=s.max_locations,
-                    max_candidates=s.max_candidates, max_pairs=0)
-    return SearchResult(candidates=search.singles(state.diagnosis.locations))
+    key = (state.task.instance_id, state.task.patch, s.max_locations, s.max_candidates,
+           tuple((loc.path, loc.line, loc.end_line) for loc in state.diagnosis.locations))
+    if key not in env.listed:
+        search = Search(env.ws, env.engine.verifier(state.diagnosis), max_locations=s.max_locations,
+                        max_candidates=s.max_candidates, max_pairs=0)
+        env.listed[key] = tuple(search.singles(state.diagnosis.locations))
+    return SearchResult(candidates=list(env.listed[key]))
 
 
 def rollout(env: RepoEnv, state: TaskState, *, group: int, seed: int, tools: tuple[str, ...] | None = None,

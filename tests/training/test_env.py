@@ -203,11 +203,13 @@ def test_a_patch_already_scored_on_the_laid_out_task_is_not_run_again(arith, ari
         assert runs == [False, True, False]
         assert [(r.value, r.resolved) for r in again] == [(1.0, True), (0.0, False), (0.75, True)]
         assert [(r.value, r.resolved) for r in first] == [(1.0, True), (0.0, False)]
-        # A new layout of the task starts with no runs.
+        # A new layout of the task starts with no runs, except that a win confirmed in a fresh
+        # interpreter stays confirmed: the same fix of the same task runs nothing again.
         state = env.reset(parse_row(arith_tasks[0]))
         laid_out = len(runs)
         env.reward(state, None)
         assert len(runs) == laid_out + 1
+        assert env.reward(state, _fix("a - b", "a + b", buggy)).resolved and len(runs) == laid_out + 1
     finally:
         env.close()
 

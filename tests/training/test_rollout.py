@@ -60,3 +60,26 @@ def test_a_rollout_on_a_model_without_recording_is_refused(arith, arith_tasks):
             rollout(env, state, group=0, seed=0)
     finally:
         env.close()
+
+
+def test_a_tasks_candidates_are_generated_once_per_picture(arith, arith_tasks, monkeypatch):
+    """The candidates tool's list is the same for every draw and every evaluation of a task (same
+    buggy texts, same suspicious lines): generated once, then taken from the environment."""
+    from frognano.repair.search import Search
+    from frognano.training.rollout import candidates_for
+
+    made = []
+    real = Search.singles
+    monkeypatch.setattr(Search, "singles", lambda self, locs: made.append(1) or real(self, locs))
+    env = RepoEnv(arith, Settings(lanes=1))
+    try:
+        first = candidates_for(env, env.reset(parse_row(arith_tasks[0])))
+        again = candidates_for(env, env.reset(parse_row(arith_tasks[1])))
+        assert len(made) == 2  # another task: its own list
+        state = env.reset(parse_row(arith_tasks[0]))
+        third = candidates_for(env, state)
+        assert len(made) == 2 and [c.patch.diff() for c in third.candidates] == [c.patch.diff() for c in first.candidates]
+        third.candidates.clear()  # a caller's list is its own
+        assert candidates_for(env, state).candidates and again.candidates
+    finally:
+        env.close()
