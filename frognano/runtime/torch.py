@@ -223,10 +223,17 @@ class TorchModel(LocalModel):
             if matcher is not None:
                 matcher.accept(token)
             if turn.take(token, logprob, mask):
+                inputs.append(token)
                 break
             inputs.append(token)
+        # Forced tokens at the end of the reply are fed now, so the cache holds the whole turn
+        # but its last token, as it would without jump-forward (the next turn reuses all of it).
+        if len(inputs) > 1:
+            self.model(input_ids=torch.tensor([inputs[:-1]], device=self.device), use_cache=True,
+                       **{self._cache_arg: self._cache}, **self._keep_last)
+            fed.extend(inputs[:-1])
         generation = turn.end(len(prompt))
-        self._cached = fed  # tokens never fed (the last one, forced ones): the next prompt re-feeds them
+        self._cached = fed  # the last token was never fed: the next prompt re-feeds it
         return generation
 
 

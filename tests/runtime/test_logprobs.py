@@ -246,7 +246,10 @@ def test_forced_tokens_cost_no_forward_pass_and_greedy_stays_greedy(torch_model)
         hook.remove()
     masks = allowed_masks(torch_model, TOOLS, gen.token_ids)
     forced = sum(1 for m in masks if m is not None and m.sum() == 1)
-    assert forced > 0 and len(calls) == len(gen.token_ids) - forced
+    # One pass per free choice, and one at the end that feeds the reply's closing forced tokens
+    # (so the next turn reuses the whole reply from the cache).
+    free = len(gen.token_ids) - forced
+    assert forced > 0 and len(calls) in (free, free + 1) and len(calls) < len(gen.token_ids)
     prompt = torch_model.encode_prompt(MESSAGES, TOOLS)
     logits = forward_logits(torch_model, prompt + gen.token_ids)[len(prompt) - 1: len(prompt) + len(gen.token_ids) - 1]
     for row, mask, token in zip(logits, masks, gen.token_ids):
