@@ -112,3 +112,22 @@ def arith_tasks(arith) -> list[dict]:
 def write_jsonl(path: Path, rows: list) -> Path:
     path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
     return path
+
+
+# A deleted statement: the operator search cannot undo it, so `frognano fix --model` runs the
+# model's episode (what the trained models' tests check).
+COLLECT = {
+    "collect.py": "def evens(xs):\n    out = []\n    for x in xs:\n        if x % 2 == 0:\n            pass\n    return out\n",
+    "test_collect.py": "from collect import evens\n\n\ndef test_evens():\n    assert evens([1, 2, 4]) == [2, 4]\n",
+}
+
+
+def assert_fix_runs_the_model(frognano, tmp_path: Path, spec: str, pyproject: str | None = None) -> None:
+    """``frognano fix --model SPEC`` (run by the test module's ``frognano`` helper) on COLLECT
+    runs one model episode that ends without a model error."""
+    files = {**COLLECT, **({"pyproject.toml": pyproject} if pyproject else {})}
+    project = write_project(tmp_path / "collect", files)
+    fixed = frognano("fix", str(project), "--model", spec, "--episodes", "1", "--json", cwd=tmp_path)
+    report = json.loads(fixed.stdout)
+    assert report["status"] in ("unfixed", "fixed"), report
+    assert report["episodes"] and report["episodes"][0]["status"] != "model_error"

@@ -289,7 +289,7 @@ async def test_the_small_preset_trains_the_real_base_and_its_model_fixes_and_ser
     export that `frognano fix --model` and `frognano serve` load, and the lines that use them."""
     from frognano.runtime.base import Sampling, load_model
 
-    from ..conftest import write_project
+    from .conftest import assert_fix_runs_the_model
     from .test_train import server_runs_the_model
 
     run = tmp_path / "run"
@@ -313,15 +313,8 @@ async def test_the_small_preset_trains_the_real_base_and_its_model_fixes_and_ser
     assert f"frognano fix PATH --model torch:{final}" in done.stdout
     assert f'"frognano.model": "torch:{final}"' in done.stdout
     # The merged model runs a model episode in `frognano fix` (a bug the search cannot undo) ...
-    project = write_project(tmp_path / "collect", {
-        "pyproject.toml": "[tool.frognano]\nmax_turns = 2\nmax_new_tokens = 48\n",
-        "collect.py": "def evens(xs):\n    out = []\n    for x in xs:\n        if x % 2 == 0:\n            pass\n    return out\n",
-        "test_collect.py": "from collect import evens\n\n\ndef test_evens():\n    assert evens([1, 2, 4]) == [2, 4]\n",
-    })
-    fixed = _frognano("fix", str(project), "--model", f"torch:{final}", "--episodes", "1", "--json", cwd=tmp_path)
-    report = json.loads(fixed.stdout)
-    assert report["status"] in ("unfixed", "fixed"), report
-    assert report["episodes"] and report["episodes"][0]["status"] != "model_error"
+    assert_fix_runs_the_model(_frognano, tmp_path, f"torch:{final}",
+                              "[tool.frognano]\nmax_turns = 2\nmax_new_tokens = 48\n")
     # ... the language server runs it ...
     await server_runs_the_model(f"torch:{final}", example("calc"), {"maxTurns": 2, "maxNewTokens": 48})
     # ... and the mlx-4bit export loads (mlx is installed wherever the suite runs).

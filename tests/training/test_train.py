@@ -17,8 +17,7 @@ from frognano.training.config import PRESETS, TrainConfig
 from frognano.training.loop import RunDir, TaskPool
 from frognano.training.tasks import parse_row
 
-from ..conftest import write_project
-from .conftest import ADD
+from .conftest import ADD, assert_fix_runs_the_model
 
 
 def _frognano(*args: str, cwd: Path, **kw) -> subprocess.CompletedProcess:
@@ -126,14 +125,7 @@ def test_the_tiny_preset_trains_and_its_model_serves(trained, tmp_path):
     assert f"--model torch:{final}" in done.stdout and f'"frognano.model": "torch:{final}"' in done.stdout
     # The merged model repairs through `frognano fix` (a bug the search cannot undo: a deleted
     # statement, so the model's episode runs) ...
-    project = write_project(tmp_path / "collect", {
-        "collect.py": "def evens(xs):\n    out = []\n    for x in xs:\n        if x % 2 == 0:\n            pass\n    return out\n",
-        "test_collect.py": "from collect import evens\n\n\ndef test_evens():\n    assert evens([1, 2, 4]) == [2, 4]\n",
-    })
-    fixed = _frognano("fix", str(project), "--model", f"torch:{final}", "--episodes", "1", "--json", cwd=tmp_path)
-    report = json.loads(fixed.stdout)
-    assert report["status"] in ("unfixed", "fixed"), report
-    assert report["episodes"] and report["episodes"][0]["status"] != "model_error"
+    assert_fix_runs_the_model(_frognano, tmp_path, f"torch:{final}")
     # ... and the export loads in the MLX backend.
     if (run / "final-mlx-4bit").exists():
         from frognano.runtime.base import Sampling, load_model

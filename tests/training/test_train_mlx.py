@@ -28,7 +28,7 @@ from frognano.training.env import RepoEnv  # noqa: E402
 from frognano.training.grpo import Sample  # noqa: E402
 from frognano.training.tasks import parse_row  # noqa: E402
 
-from ..conftest import write_project  # noqa: E402
+from .conftest import assert_fix_runs_the_model  # noqa: E402
 from .test_train import kill_after_first_step, server_runs_the_model  # noqa: E402
 
 
@@ -200,14 +200,7 @@ def test_the_tiny_preset_trains_on_mlx_and_its_model_serves(trained_mlx, tmp_pat
     assert "torch:" not in done.stdout
     # The fused model repairs through `frognano fix` (a deleted statement: the search cannot
     # undo it, so the model's episode runs) ...
-    project = write_project(tmp_path / "collect", {
-        "collect.py": "def evens(xs):\n    out = []\n    for x in xs:\n        if x % 2 == 0:\n            pass\n    return out\n",
-        "test_collect.py": "from collect import evens\n\n\ndef test_evens():\n    assert evens([1, 2, 4]) == [2, 4]\n",
-    })
-    fixed = _frognano("fix", str(project), "--model", f"mlx:{final}", "--episodes", "1", "--json", cwd=tmp_path)
-    report = json.loads(fixed.stdout)
-    assert report["status"] in ("unfixed", "fixed"), report
-    assert report["episodes"] and report["episodes"][0]["status"] != "model_error"
+    assert_fix_runs_the_model(_frognano, tmp_path, f"mlx:{final}")
     # ... and so does the 4-bit export.
     from frognano.runtime.base import Sampling, load_model
 
