@@ -14,6 +14,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+import numpy
 import torch
 
 from ..errors import UsageError
@@ -241,8 +242,6 @@ def _only_token(mask: Any) -> int | None:
     """The one token a grammar mask allows, or None (no mask, or a choice to make)."""
     if mask is None:
         return None
-    import numpy
-
     allowed = numpy.flatnonzero(mask)
     return int(allowed[0]) if len(allowed) == 1 else None
 
