@@ -160,9 +160,29 @@ def test_submit_is_offered_only_once_a_file_is_changed(example):
     (episode,) = report.episodes
     assert episode.turns[0].result.startswith("error: nothing to submit") and episode.malformed == 0
     assert [("submit" in names) for names in offered] == [False, False, True]
-    assert len(offered[0]) == len(TOOL_NAMES) - 1
+    assert set(offered[0]) == set(TOOL_NAMES) - {"submit", "run_tests"}  # run_tests: see below
     with pytest.raises(FrogNanoError, match="apply or edit"):
         EpisodeConfig(tools=("candidates", "submit"))
+
+
+def test_calls_that_cannot_say_anything_new_are_not_offered(example):
+    """``run_tests`` and ``candidates`` leave the grammar's choice once answered in a state of the
+    files (the first observation is the run of the unchanged ones), and come back after an edit."""
+    offered = []
+
+    class Recording(ReplayModel):
+        def generate(self, messages, tools=None, sampling=None, **kwargs):
+            offered.append(set(kwargs.get("offered")))
+            return super().generate(messages, tools, sampling, **kwargs)
+
+    path, old, new = SCRIPTS["calc"]
+    replies = [call("candidates"), call("edit", path=path, old=old, new=new), call("run_tests"), call("submit")]
+    with Workspace(example("calc")) as ws, Engine(ws, Settings(**NO_SEARCH, episodes=1), model=Recording(replies)) as engine:
+        report = engine.fix()
+    assert report.status == "fixed"
+    assert ["run_tests" in names for names in offered] == [False, False, True, False]
+    assert ["candidates" in names for names in offered] == [True, False, True, True]
+    assert all({"read", "search", "edit", "apply"} <= names for names in offered)
 
 
 def test_garbage_model_ends_cleanly_unfixed(example):
