@@ -21,13 +21,16 @@ from pathlib import Path
 
 from ..errors import UsageError
 
-__all__ = ["MAX_BYTES_ENV", "MAX_FILES_ENV", "PROJECT_MARKERS", "Limits", "check_scope", "refusal"]
+__all__ = ["MAX_BYTES_ENV", "MAX_FILES_ENV", "PROJECT_MARKERS", "ROOT_FILES", "Limits", "check_scope", "project_root",
+           "refusal"]
 
 # Files or folders at a tree's top that say "this is a Python project (or a repository)".
 PROJECT_MARKERS = (
     "pyproject.toml", "setup.py", "setup.cfg", "tox.ini", "pytest.ini", "pytest.toml", ".pytest.toml",
     "conftest.py", "noxfile.py", "requirements.txt", "Pipfile", "environment.yml", ".git", ".hg",
 )
+# The files pytest looks for when it chooses the rootdir (its configuration files, then setup.py).
+ROOT_FILES = ("pytest.ini", "pytest.toml", ".pytest.toml", "pyproject.toml", "tox.ini", "setup.cfg", "setup.py")
 MAX_FILES_ENV = "FROGNANO_SCOPE_MAX_FILES"
 MAX_BYTES_ENV = "FROGNANO_SCOPE_MAX_BYTES"
 
@@ -127,6 +130,30 @@ def refusal(root: Path | str, limits: Limits | None = None) -> str | None:
         return (f"{shown}: no project marker ({', '.join(PROJECT_MARKERS[:3])}, ...) and {why}: "
                 "not copied; give the project's folder, or add a pyproject.toml")
     return None
+
+
+def project_root(folder: Path) -> Path:
+    """The project ``folder`` belongs to, found the way pytest finds its rootdir: the nearest of
+    the folder and its ancestors that holds one of ROOT_FILES, with or without a ``.git``.  An
+    editor that finds roots by version control sends a package folder (``calc/calc``) when the
+    project has no repository; its tests live above it.  The walk stops at a repository's top
+    (``.git``, ``.hg``: that folder is the project) and never reaches a home folder or the file
+    system's root; without a configuration file or a repository, the topmost ancestor holding a
+    ``conftest.py``, else the folder itself.  Spelled
+    as ``folder`` is (a parent of it), so editors' paths still match."""
+    folder = Path(os.path.normpath(folder))
+    conftest = None
+    for here in (folder, *folder.parents):
+        real = os.path.realpath(here)
+        if real == os.path.realpath(os.sep) or real in _homes():
+            break
+        if any(os.path.isfile(os.path.join(real, name)) for name in ROOT_FILES):
+            return here
+        if os.path.isfile(os.path.join(real, "conftest.py")):
+            conftest = here
+        if any(os.path.lexists(os.path.join(real, vcs)) for vcs in (".git", ".hg")):
+            return here  # a repository without configuration is its own project
+    return conftest or folder
 
 
 def check_scope(root: Path | str, limits: Limits | None = None) -> None:

@@ -49,6 +49,10 @@ async def run_tests(ls: FrogNanoServer, *args: Any) -> dict:
     """The tests of the file named first (and of any further URIs of the same project, as the
     verified fix's code action sends for a fix touching several files); without one, all."""
     project, rel = target(ls, args)
+    if args and plain(args[-1]) == fixes.AFTER_FIX:
+        waiting = _before_the_edit(ls, project, args)
+        if waiting is not None:
+            return waiting
     files = diagnostics.debouncer(ls, project).take()  # saves waiting for their debounce join this run
     if rel is None or files is None:
         files = None
@@ -63,6 +67,17 @@ async def run_tests(ls: FrogNanoServer, *args: Any) -> dict:
         return RunTestsReply("cancelled").to_json()
     state = ls.last_status.state if ls.last_status else "idle"
     return RunTestsReply(state, outcome.failing, len(outcome.run.passing), outcome.ran, outcome.message).to_json()
+
+
+def _before_the_edit(ls: FrogNanoServer, project: Project, args: tuple) -> dict | None:
+    """A fix action's re-run that reached the server before the action's edit: running now
+    would test the text the fix replaces.  The run waits for the edit (``fixes.edit_arrived``)."""
+    files = {found[1] for a in args if isinstance(a, str) and (found := ls.locate(a)) and found[0] is project}
+    for patch in fixes.offered_patches(project):
+        if set(patch.files) == files and all(ls.current_text(project, e.path) == e.before for e in patch.edits):
+            project.awaiting = patch
+            return RunTestsReply("waiting", message="the tests run once the fix's edit arrives").to_json()
+    return None
 
 
 async def fix(ls: FrogNanoServer, *args: Any) -> dict:

@@ -133,6 +133,13 @@ def _log_outcome(ls: FrogNanoServer, project: Project, outcome: TestOutcome) -> 
         ls.log(f"FrogNano: cannot run the tests of {project.folder}: {outcome.message}", types.MessageType.Error)
     elif outcome.state == "idle":
         ls.log(f"FrogNano: {outcome.message}")
+        if outcome.message.startswith("no tests found") and outcome.message not in ls.shown:
+            # Shown once, not at every save: a client may show neither the log nor the status.
+            ls.shown.add(outcome.message)
+            ls.window_show_message(types.ShowMessageParams(type=types.MessageType.Info, message=(
+                f"FrogNano: {outcome.message}. It looked for pytest's test files (test_*.py, *_test.py, or the "
+                "project's python_files) under the project folder, the nearest one with pyproject.toml, "
+                "setup.cfg, setup.py, tox.ini or pytest.ini")))
     else:
         ls.log(f"FrogNano: ran {plural(outcome.ran, 'test')} ({outcome.selection.reason}) in {outcome.seconds:.2f} s: "
                f"{plural(len(outcome.failing), 'failing test')}, "

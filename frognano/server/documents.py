@@ -17,8 +17,9 @@ from urllib.parse import unquote
 from lsprotocol import types
 
 from ..repair.incremental import affects_tests, is_test_module
+from ..sandbox.scope import project_root
 from ..sandbox.workspace import IGNORED_DIRS
-from . import configuration, convert, diagnostics
+from . import configuration, convert, diagnostics, fixes
 from .jobs import Project
 from .state import FrogNanoServer
 
@@ -37,6 +38,8 @@ def did_open(ls: FrogNanoServer, params: types.DidOpenTextDocumentParams) -> Non
     if params.text_document.text != ls.disk_text(project.path(rel)):
         ls.dirty.add(params.text_document.uri)
         project.state += 1
+    if fixes.edit_arrived(ls, project):
+        return
     # A test module shows its results on opening; so does any Python file while the project has
     # none yet (no run done or under way), or failures would stay hidden until the first save.
     if is_test_module(rel) or (project.last is None and project.tests_job is None):
@@ -49,6 +52,7 @@ def did_change(ls: FrogNanoServer, params: types.DidChangeTextDocumentParams) ->
     if found is not None and found[1].endswith(".py"):  # tests see unsaved Python buffers only
         ls.dirty.add(uri)
         found[0].state += 1
+        fixes.edit_arrived(ls, found[0])
 
 
 def did_save(ls: FrogNanoServer, params: types.DidSaveTextDocumentParams) -> None:
@@ -64,7 +68,9 @@ def did_save(ls: FrogNanoServer, params: types.DidSaveTextDocumentParams) -> Non
     # (a Python buffer was already what the tests saw: saving it changes nothing for them)
     if rel.rsplit("/", 1)[-1] == "pyproject.toml":
         ls.spawn(configuration.refresh(ls))
-    if affects_tests(rel):
+    if fixes.edit_arrived(ls, project):
+        pass  # the awaited fix's re-run covers this save
+    elif affects_tests(rel):
         diagnostics.request_tests(ls, project, {rel})
     else:
         log.debug("not a Python file, no tests to run: %s", rel)
@@ -97,7 +103,8 @@ def did_change_watched_files(ls: FrogNanoServer, params: types.DidChangeWatchedF
         if affects_tests(rel):
             changed.setdefault(project.root, (project, set()))[1].add(rel)
     for project, files in changed.values():
-        diagnostics.request_tests(ls, project, files)
+        if not fixes.edit_arrived(ls, project):
+            diagnostics.request_tests(ls, project, files)
 
 
 def ignored(rel: str) -> bool:
@@ -109,7 +116,7 @@ def did_change_folders(ls: FrogNanoServer, params: types.DidChangeWorkspaceFolde
     event = params.event
     for folder in event.removed or []:
         path = convert.uri_to_path(folder.uri)
-        project = ls.projects.pop(Path(os.path.realpath(path)), None) if path else None
+        project = ls.projects.pop(Path(os.path.realpath(project_root(path))), None) if path else None
         if project is not None:
             project.close()
             diagnostics.clear(ls, project)

@@ -26,6 +26,9 @@ CMD_RUN_TESTS = "frognano.runTests"
 CMD_SHOW_DIAGNOSIS = "frognano.showDiagnosis"
 CMD_SHOW_EPISODE = "frognano.showEpisode"
 MAX_ALTERNATIVES = 3  # verified alternatives offered after the preferred fix
+# The last argument of a fix action's re-run command: the client runs it after applying the
+# edit, but may send it before the edit itself (eglot does), so the server can tell.
+AFTER_FIX = {"frognano": "afterFix"}
 
 
 def valid_fix(ls: FrogNanoServer, project: Project) -> ReadyFix | None:
@@ -37,6 +40,32 @@ def valid_fix(ls: FrogNanoServer, project: Project) -> ReadyFix | None:
         if ls.current_text(project, edit.path) != edit.before:
             return None
     return ready
+
+
+def offered_patches(project: Project) -> list:
+    """The patches the code actions offer now: the ready fix and its alternatives."""
+    ready = project.ready
+    return [] if ready is None else [ready.fix.patch, *(alt.patch for alt in ready.alternatives[:MAX_ALTERNATIVES])]
+
+
+def edit_arrived(ls: FrogNanoServer, project: Project) -> bool:
+    """After a document event: when the awaited fix's text is now what the editor and the disk
+    hold, its re-run starts (the tests of its files, at once; a run of the text before it is
+    superseded, so its diagnostics are never published over the fixed buffer).  Text that is
+    neither the fix's nor the one it fixed: the user moved on, and saves run the tests."""
+    patch = project.awaiting
+    if patch is None:
+        return False
+    texts = [ls.current_text(project, e.path) for e in patch.edits]
+    if all(t == e.after for t, e in zip(texts, patch.edits)):
+        project.awaiting = None
+        files = set(patch.files)
+        diagnostics.debouncer(ls, project).take()
+        ls.spawn(diagnostics.run_tests(ls, project, files))
+        return True
+    if not all(t in (e.before, e.after) for t, e in zip(texts, patch.edits)):
+        project.awaiting = None
+    return False
 
 
 def fix_edit(ls: FrogNanoServer, project: Project, ready: ReadyFix) -> types.WorkspaceEdit:
@@ -61,7 +90,7 @@ def alternative_actions(ls: FrogNanoServer, project: Project, ready: ReadyFix,
             continue
         versions = {e.path: docs[e.path].version for e in alt.patch.edits if e.path in docs}
         rerun = types.Command(title="Run the tests", command=CMD_RUN_TESTS,
-                              arguments=[uri_of(f) for f in alt.patch.files])
+                              arguments=[*(uri_of(f) for f in alt.patch.files), AFTER_FIX])
         actions.append(types.CodeAction(
             title=convert.fix_title(alt).replace("FrogNano", f"FrogNano (alternative {i})", 1),
             kind=types.CodeActionKind.QuickFix, diagnostics=diagnostics, is_preferred=False,
@@ -218,7 +247,7 @@ def code_actions(ls: FrogNanoServer, params: types.CodeActionParams) -> list[typ
         # the tests it touches: no save follows an edit to a file the editor had not opened.
         uri_of = ls.uri_of(project)
         rerun = types.Command(title="Run the tests", command=CMD_RUN_TESTS,
-                              arguments=[uri_of(f) for f in ready.fix.patch.files] or [uri])
+                              arguments=[*([uri_of(f) for f in ready.fix.patch.files] or [uri]), AFTER_FIX])
         actions.append(types.CodeAction(title=ready.title, kind=types.CodeActionKind.QuickFix, diagnostics=ours,
                                         is_preferred=True, edit=fix_edit(ls, project, ready), command=rerun,
                                         data=convert.fix_action_data(ready.fix)))

@@ -180,6 +180,9 @@ class Project:
         self.state = 0
         self.ready: ReadyFix | None = None
         self.applied: Patch | None = None  # the patch the editor last said it applied (never re-sent)
+        # A fix whose code action ran its re-run command before the edit reached the server
+        # (eglot sends the command first): the tests re-run when the edit arrives.
+        self.awaiting: Patch | None = None
         self.last: TestOutcome | None = None  # the last published run
         self.tests_job: JobHandle | None = None
         self.fix_job: JobHandle | None = None

@@ -20,7 +20,7 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
 from .. import __version__
-from ..sandbox.scope import refusal
+from ..sandbox.scope import project_root, refusal
 from ..sandbox.workspace import read_source
 from . import convert, transport
 from .convert import Status
@@ -142,6 +142,7 @@ class FrogNanoServer(LanguageServer):
     def add_project(self, folder: Path) -> Project | None:
         """The project of a folder; None (said once, as a message) for a folder that is no
         project FrogNano may copy: ``/``, a home folder, a big tree without a marker."""
+        folder = project_root(folder)  # a package folder's tests live above it (scope.project_root)
         root = Path(os.path.realpath(folder))
         if root not in self.projects:
             why = refusal(folder)

@@ -286,6 +286,21 @@ async def test_workspace_without_tests_is_idle(make_project):
         assert "no tests found" in st["message"]
         assert not client.diagnostics
         assert any("no tests found" in m.message for m in client.log_messages)
+        # Said where every client shows it, once: not again at the next save.
+        save(client, root / "lib/core.py")
+        await wait_for(lambda: sum("no tests found" in m.message for m in client.log_messages) >= 2, what="a re-run")
+        (shown,) = [m for m in client.messages if "no tests found" in m.message]
+        assert "test_*.py" in shown.message and "pyproject.toml" in shown.message
+
+
+async def test_a_package_folder_sent_as_the_workspace_is_its_project(example):
+    """An editor that finds roots by version control sends the package folder of a project
+    without ``.git``: the project is the nearest folder above with pytest's configuration."""
+    root = example("calc")
+    async with serve(root / "calc", {"debounceMs": 0}) as client:
+        await failing_calc(client, root)
+        errors = client.diagnostics[uri(root / "tests/test_stats.py")]
+        assert [d.code for d in errors] == [FAILING]
 
 
 async def test_unsaved_syntax_error_is_a_collection_error(example):
@@ -405,3 +420,49 @@ async def test_crashing_tests_and_a_broken_interpreter(make_project):
         assert any(m.type == types.MessageType.Error for m in client.log_messages)
         assert list(client.diagnostics[uri(root / "tests/test_core.py")])  # the last diagnostics stay
         assert await code_actions(client, root / "tests/test_core.py", 9)
+
+
+async def test_a_fix_found_from_the_test_file_alone_is_offered(example):
+    """A client that opened only the failing test file: the fix ``frognano.fix`` reports is then
+    offered as an edit on that file's Error diagnostic (the fix edits a file it never opened)."""
+    root = example("calc")
+    test_file = root / "tests/test_stats.py"
+    async with serve(root, {"debounceMs": 0}) as client:
+        open_doc(client, test_file)
+        save(client, test_file)
+        await wait_state(client, "failing")
+        errors = await wait_for(lambda: client.diagnostics.get(uri(test_file)), what="the Error diagnostic")
+        result = await command(client, "frognano.fix", uri(test_file))
+        assert result["status"] == "fixed", result
+        actions = await code_actions(client, test_file, errors[0].range.start.line, list(errors))
+        assert actions[0].title == result["title"] and actions[0].edit is not None
+        (edit,) = actions[0].edit.document_changes
+        assert edit.text_document.uri == uri(root / "calc/stats.py") and edit.text_document.version is None
+
+
+@pytest.mark.parametrize("order", ["command first (eglot)", "edit first"])
+async def test_an_applied_fix_clears_the_errors_in_either_order(example, order):
+    """A client applies the verified fix to the open buffer without saving and runs the action's
+    command; eglot sends the command before the didChange that carries the edit.  Either way the
+    tests re-run on the fixed text and the errors clear, with the buffer's current version."""
+    root = example("calc")
+    source = root / "calc/stats.py"
+    async with serve(root, {"debounceMs": 0}) as client:
+        await failing_calc(client, root)
+        assert (await command(client, "frognano.fix", uri(source)))["status"] == "fixed"
+        actions = await code_actions(client, source, 14, client.diagnostics[uri(source)])
+        fix = actions[0]
+        fixed = source.read_text().replace("age > 18", "age >= 18")
+        n = len(client.published)
+        if order == "edit first":
+            change(client, source, 2, fixed)
+        reply = await command(client, fix.command.command, *fix.command.arguments)
+        if order != "edit first":
+            assert reply["state"] == "waiting", reply
+            change(client, source, 2, fixed)
+        await wait_state(client, "passing", after=0)
+        latest = {p.uri: p for p in client.published[n:]}
+        assert list(latest[uri(root / "tests/test_stats.py")].diagnostics) == []
+        assert list(latest[uri(source)].diagnostics) == [] and latest[uri(source)].version == 2
+        # Nothing published after the clearing describes the text the fix replaced.
+        assert all(p.version in (None, 2) for p in client.published[n:]), [(p.uri, p.version) for p in client.published[n:]]

@@ -82,7 +82,7 @@ async def test_an_applied_fix_to_an_unopened_file_clears_its_diagnostics(example
         # disk), then run its command.  No save, no didChangeWatchedFiles.
         apply_workspace_edit(fix.edit, root)
         assert fix.command.command == "frognano.runTests"
-        assert list(fix.command.arguments) == [uri(root / "calc/stats.py")]
+        assert list(fix.command.arguments) == [uri(root / "calc/stats.py"), {"frognano": "afterFix"}]
         n = len(client.statuses)
         result = await command(client, fix.command.command, *fix.command.arguments)
         assert result["state"] == "passing" and result["failing"] == []
