@@ -3,11 +3,23 @@
 Each takes an optional document URI (or ``{"uri": ...}`` / ``{"textDocument": {"uri": ...}}``)
 naming the project; without one, the project of the last document event.  Replies are the
 dataclasses of ``replies.py`` as JSON.
+
+No command blocks the client.  eglot sends commands as requests with a 10 s timeout, so a fix
+that took 30 s froze Emacs and then failed.  ``frognano.fix`` and ``frognano.runTests`` answer
+at once with the job they started, ``{"status": "started", "job": ID}``.  The work reports
+through ``$/progress`` (cancellable there) and ends with the usual diagnostics,
+``frognano/status`` and messages, then the notification ``frognano/result``:
+``{"command", "job", "result"}``, where ``result`` is what the command used to answer.  A
+second request for the same work, while it runs for the same state of the files, joins it (the
+same job id).
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import threading
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +30,7 @@ from . import convert, diagnostics, fixes, progress
 from .jobs import Project
 from .replies import RunTestsReply
 from .settings import next_mode, plain
-from .state import FrogNanoServer
+from .state import FrogNanoServer, plural
 
 CMD_RUN_TESTS = fixes.CMD_RUN_TESTS
 CMD_FIX = fixes.CMD_FIX
@@ -26,6 +38,32 @@ CMD_APPLY_FIX = "frognano.applyFix"
 CMD_TOGGLE_AUTO_FIX = "frognano.toggleAutoFix"
 CMD_SHOW_DIAGNOSIS = fixes.CMD_SHOW_DIAGNOSIS
 CMD_SHOW_EPISODE = fixes.CMD_SHOW_EPISODE
+RESULT = "frognano/result"  # a started command's outcome, once its work ends
+
+log = logging.getLogger(__name__)
+
+
+def started(ls: FrogNanoServer, name: str, project: Project, work: Callable[[], Awaitable[dict]]) -> dict:
+    """Answer now with the job ``work`` runs as; its result goes out as ``frognano/result``."""
+    key = (name, project.root)
+    running = ls.command_jobs.get(key)
+    if running is not None and not running[1].done() and running[2] == project.state:
+        return {"status": "started", "job": running[0], "joined": True}
+    ls.job_count += 1
+    job = f"{name.rsplit('.', 1)[-1]}-{ls.job_count}"
+
+    async def run() -> None:
+        try:
+            result = await work()
+        except asyncio.CancelledError:
+            result = {"status": "cancelled"}
+        except Exception as exc:  # noqa: BLE001 - reported to the client, logged here
+            log.exception("%s failed", name)
+            result = {"status": "error", "message": f"{type(exc).__name__}: {exc}"}
+        ls.protocol.notify(RESULT, {"command": name, "job": job, "result": result})
+
+    ls.command_jobs[key] = (job, ls.spawn(run()), project.state)
+    return {"status": "started", "job": job}
 
 
 def target(ls: FrogNanoServer, args: tuple) -> tuple[Project, str | None]:
@@ -45,9 +83,10 @@ def target(ls: FrogNanoServer, args: tuple) -> tuple[Project, str | None]:
         raise JsonRpcInvalidParams(str(exc)) from None
 
 
-async def run_tests(ls: FrogNanoServer, *args: Any) -> dict:
+def run_tests(ls: FrogNanoServer, *args: Any) -> dict:
     """The tests of the file named first (and of any further URIs of the same project, as the
-    verified fix's code action sends for a fix touching several files); without one, all."""
+    verified fix's code action sends for a fix touching several files); without one, all.
+    Started, not awaited: the result is a ``RunTestsReply``."""
     project, rel = target(ls, args)
     if args and plain(args[-1]) == fixes.AFTER_FIX:
         waiting = _before_the_edit(ls, project, args)
@@ -62,11 +101,20 @@ async def run_tests(ls: FrogNanoServer, *args: Any) -> dict:
             found = ls.locate(extra) if isinstance(extra, str) else None
             if found is not None and found[0] is project:
                 files.add(found[1])
-    outcome = await diagnostics.run_tests(ls, project, files, progress.with_request(ls, threading.Event()))
-    if outcome is None:
-        return RunTestsReply("cancelled").to_json()
-    state = ls.last_status.state if ls.last_status else "idle"
-    return RunTestsReply(state, outcome.failing, len(outcome.run.passing), outcome.ran, outcome.message).to_json()
+
+    async def work() -> dict:
+        cancel = threading.Event()
+        sink = await progress.begin(ls, "FrogNano: running the tests", cancel)
+        outcome = await diagnostics.run_tests(ls, project, files, cancel)
+        if outcome is None:
+            progress.end(ls, sink, "cancelled")
+            return RunTestsReply("cancelled").to_json()
+        state = ls.last_status.state if ls.last_status else "idle"
+        reply = RunTestsReply(state, outcome.failing, len(outcome.run.passing), outcome.ran, outcome.message)
+        progress.end(ls, sink, outcome.message or plural(len(outcome.failing), "failing test"))
+        return reply.to_json()
+
+    return started(ls, CMD_RUN_TESTS, project, work)
 
 
 def _before_the_edit(ls: FrogNanoServer, project: Project, args: tuple) -> dict | None:
@@ -80,10 +128,15 @@ def _before_the_edit(ls: FrogNanoServer, project: Project, args: tuple) -> dict 
     return None
 
 
-async def fix(ls: FrogNanoServer, *args: Any) -> dict:
+def fix(ls: FrogNanoServer, *args: Any) -> dict:
+    """Search for a verified fix (a job with a cancellable progress bar); the result, once it
+    ends, is a ``FixReply``."""
     project, _ = target(ls, args)
-    reply = await fixes.fix(ls, project, explicit=True, cancel=progress.with_request(ls, threading.Event()))
-    return reply.to_json()
+
+    async def work() -> dict:
+        return (await fixes.fix(ls, project, explicit=True, cancel=threading.Event())).to_json()
+
+    return started(ls, CMD_FIX, project, work)
 
 
 async def apply_fix(ls: FrogNanoServer, *args: Any) -> dict:

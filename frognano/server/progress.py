@@ -2,8 +2,8 @@
 
 ``LspProgress`` implements ``frognano.progress.Progress`` for the engine (called on the
 project's worker thread, sent by the event loop).  A job stops when the client cancels its
-progress bar (``window/workDoneProgress/cancel``) or the request that started it
-(``$/cancelRequest``).
+progress bar (``window/workDoneProgress/cancel``); the command that started it has answered
+long before (``commands.started``), so there is no request left to cancel.
 """
 
 from __future__ import annotations
@@ -82,16 +82,3 @@ def did_cancel(ls: FrogNanoServer, params: types.WorkDoneProgressCancelParams) -
         return
     cancel.set()
     ls.log("FrogNano: fix cancelled by the client")
-
-
-def with_request(ls: FrogNanoServer, cancel: threading.Event) -> threading.Event:
-    """Set ``cancel`` when the client cancels the request being handled ($/cancelRequest).
-
-    pygls runs a command inside its executeCommand request handler: cancelling the request
-    cancels that outer future only, so the job has to watch it to stop as well.
-    """
-    msg_id: Any = ls.protocol.msg_id
-    outer = getattr(ls.protocol, "_request_futures", {}).get(msg_id) if msg_id is not None else None
-    if outer is not None:
-        outer.add_done_callback(lambda f: cancel.set() if f.cancelled() else None)
-    return cancel

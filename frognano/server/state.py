@@ -67,6 +67,10 @@ class FrogNanoServer(LanguageServer):
         self.shown: set[str] = set()  # settings problems already shown
         self.noted: set[str] = set()  # project notes already logged
         self.edit_cache: tuple[tuple, types.WorkspaceEdit] | None = None
+        # Commands' work under way, by (command, project root): (job id, its task, the project
+        # state it started for); a second request for the same work joins the first.
+        self.command_jobs: dict[tuple[str, Path], tuple[str, asyncio.Task, int]] = {}
+        self.job_count = 0
         self.folderless = False  # no workspace folder and no root: projects come from the files
         # Set once the first settings have arrived: a save before that would run the tests with
         # the defaults (another interpreter, say), then again, from scratch, with the settings.

@@ -15,6 +15,7 @@ from pytest_lsp import LanguageClient, client_capabilities
 from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, default_converter, register_lsp_features
 
 STATUS = "frognano/status"
+RESULT = "frognano/result"
 
 
 def uri(path: Path) -> str:
@@ -61,6 +62,13 @@ def make_client(accept_edits: bool = True) -> LanguageClient:
     @client.feature(STATUS)
     def on_status(params: Any) -> None:
         client.statuses.append(_plain(params))  # type: ignore[attr-defined]
+
+    client.results = {}  # type: ignore[attr-defined]
+
+    @client.feature(RESULT)
+    def on_result(params: Any) -> None:
+        result = _plain(params)
+        client.results[result["job"]] = result  # type: ignore[attr-defined]
 
     @client.feature(types.WORKSPACE_APPLY_EDIT)
     def on_apply_edit(params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
@@ -160,6 +168,17 @@ async def code_actions(client: LanguageClient, path: Path, line: int, diagnostic
 async def command(client: LanguageClient, name: str, *args: Any) -> Any:
     return await client.workspace_execute_command_async(
         types.ExecuteCommandParams(command=name, arguments=list(args)))
+
+
+async def run_command(client: LanguageClient, name: str, *args: Any, timeout: float = 180.0) -> Any:
+    """A command and, for one that started a job (``{"status": "started"}``), the result its
+    ``frognano/result`` notification carries once the work ends."""
+    answer = _plain(await command(client, name, *args))
+    if not (isinstance(answer, dict) and answer.get("status") == "started"):
+        return answer
+    job = answer["job"]
+    done = await wait_for(lambda: client.results.get(job), timeout, what=f"the result of {name} ({job})")  # type: ignore[attr-defined]
+    return done["result"]
 
 
 def apply_workspace_edit(edit: types.WorkspaceEdit, root: Path) -> list[Path]:

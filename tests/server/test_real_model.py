@@ -8,7 +8,7 @@ import pytest
 
 from frognano.repair.agent import EpisodeStatus
 
-from .lsp import command, serve, uri, wait_for, wait_state
+from .lsp import run_command, serve, uri, wait_for, wait_state
 from .test_server import failing_calc
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.real_model, pytest.mark.slow]
@@ -24,7 +24,7 @@ async def test_a_real_model_episode_reaches_the_client(smollm2_torch, example):
     async with serve(root, options) as client:
         await failing_calc(client, root)
         n = len(client.statuses)
-        reply = await command(client, "frognano.fix", uri(root / "calc/stats.py"))
+        reply = await run_command(client, "frognano.fix", uri(root / "calc/stats.py"))
         assert reply["status"] in ("fixed", "unfixed"), reply
         await wait_state(client, "fixed", "failing", after=n)
         final = client.statuses[-1]  # sent before the reply: the job's last word

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from lsprotocol import types
 
-from .lsp import apply_workspace_edit, change, code_actions, command, open_doc, serve, uri, wait_for, wait_state
+from .lsp import apply_workspace_edit, change, code_actions, command, open_doc, run_command, serve, uri, wait_for, wait_state
 
 pytestmark = pytest.mark.asyncio
 
@@ -47,7 +47,7 @@ async def test_opening_a_file_shows_its_failures_without_a_save(example):
         fixed = (root / "calc/stats.py").read_text().replace("age > 18", "age >= 18")
         change(client, root / "calc/stats.py", 5, fixed)
         n = len(client.published)
-        await command(client, "frognano.runTests", uri(root / "calc/stats.py"))
+        await run_command(client, "frognano.runTests", uri(root / "calc/stats.py"))
         cleared = {p.uri: p for p in client.published[n:]}
         assert list(cleared[uri(root / "tests/test_stats.py")].diagnostics) == []
         assert list(cleared[uri(root / "calc/stats.py")].diagnostics) == []
@@ -72,7 +72,7 @@ async def test_an_applied_fix_to_an_unopened_file_clears_its_diagnostics(example
         # Only the test module is open; the bug, and so the fix, is in calc/stats.py.
         open_doc(client, root / "tests/test_stats.py")
         await wait_state(client, "failing")
-        assert (await command(client, "frognano.fix", uri(root / "tests/test_stats.py")))["status"] == "fixed"
+        assert (await run_command(client, "frognano.fix", uri(root / "tests/test_stats.py")))["status"] == "fixed"
         errors = errors_in(client, root / "tests/test_stats.py")
         (fix, *_) = await code_actions(client, root / "tests/test_stats.py", 16, errors)
         assert fix.data["frognano"] == "verifiedFix"
@@ -84,7 +84,7 @@ async def test_an_applied_fix_to_an_unopened_file_clears_its_diagnostics(example
         assert fix.command.command == "frognano.runTests"
         assert list(fix.command.arguments) == [uri(root / "calc/stats.py"), {"frognano": "afterFix"}]
         n = len(client.statuses)
-        result = await command(client, fix.command.command, *fix.command.arguments)
+        result = await run_command(client, fix.command.command, *fix.command.arguments)
         assert result["state"] == "passing" and result["failing"] == []
         assert await wait_state(client, "passing", after=n)
         assert errors_in(client, root / "tests/test_stats.py") == []

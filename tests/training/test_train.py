@@ -170,7 +170,7 @@ async def test_the_language_server_runs_the_trained_model(trained, example):
 
 async def server_runs_the_model(spec: str, root, more: dict | None = None) -> None:
     """``frognano serve`` with the model ``spec`` and no search candidates runs its episode."""
-    from ..server.lsp import command, open_doc, save, serve, wait_state
+    from ..server.lsp import open_doc, run_command, save, serve, wait_state
 
     # No search candidates: the fix can only come from the trained model's episode.
     options = {"debounceMs": 0, "model": spec, "maxCandidates": 0, "maxPairs": 0, "episodes": 1, **(more or {})}
@@ -178,7 +178,7 @@ async def server_runs_the_model(spec: str, root, more: dict | None = None) -> No
         open_doc(client, root / "calc/stats.py")
         save(client, root / "calc/stats.py")
         await wait_state(client, "failing")
-        result = await command(client, "frognano.fix")
+        result = await run_command(client, "frognano.fix")
         # A random model rarely repairs anything; what matters is that it loaded and ran an episode.
         assert result["status"] in ("fixed", "unfixed"), result
         if result["status"] == "unfixed":
