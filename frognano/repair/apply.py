@@ -24,7 +24,7 @@ from ..errors import ApplyError
 from ..paths import project_cache
 from ..sandbox.workspace import encode_source, read_source
 from .exchange import _Swap
-from .journal import _locked, _recover_locked, _swap_all
+from .journal import _locked, _recover_locked, _swap_all, _write_json
 from .patch import FileEdit, Patch, sha256
 
 log = logging.getLogger(__name__)
@@ -117,6 +117,33 @@ def apply_patch(root: Path, patch: Patch, *, cache: Path | None = None) -> Path:
                   swaps, changed)
     log.info("applied %d file(s); undo record %s", len(patch.edits), undo_root / record)
     return undo_root / record
+
+
+def record_applied(root: Path, patch: Patch, *, cache: Path | None = None) -> Path:
+    """Keep the undo record of ``patch`` written by someone else -- an editor that applied the
+    fix's code action and saved -- so ``undo_last`` restores it as it restores ``apply_patch``'s.
+
+    Every file must hold the fix's text now (ApplyError otherwise, nothing kept); its copy is the
+    text the fix replaced, in the file's encoding.  The manifest is written last, so a record cut
+    short is never one ``undo_last`` takes."""
+    root = root.resolve()
+    for e in patch.edits:
+        _check_path(root, e.path)
+    undo_root = (cache or project_cache(root)) / "undo"
+    with _locked(undo_root, root):
+        for e in patch.edits:
+            if _current_text(root / e.path) != e.after:
+                raise ApplyError(f"{e.path} does not hold the fix; no undo record kept")
+        record = undo_root / _record_name()
+        record.mkdir()
+        files = []
+        for i, e in enumerate(patch.edits):
+            (record / f"{i}.before").write_bytes(encode_source(e.before, like=root / e.path))
+            files.append({"path": e.path, "copy": f"{i}.before", "after_sha256": sha256(e.after)})
+        _write_json(record / "manifest.json", {"root": str(root), "time": time.time(), "files": files,
+                                               "by": "editor"})
+    log.info("recorded the fix applied in the editor (%d file(s)); undo record %s", len(patch.edits), record)
+    return record
 
 
 @dataclass

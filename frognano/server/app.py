@@ -20,7 +20,10 @@ Contract (the VS Code and Neovim clients code against it):
 * commands: ``frognano.runTests [uri...]`` (the tests those files affect; the verified fix's
   code action carries it, so the tests re-run once the client applied the edit),
   ``frognano.fix [uri]``, ``frognano.applyFix [uri]``, ``frognano.toggleAutoFix``,
-  ``frognano.showDiagnosis [uri]``, ``frognano.showEpisode [path]``.
+  ``frognano.undoFix [uri]`` (``frognano undo``: a fix applied in the editor is recorded once
+  saved), ``frognano.showDiagnosis [uri]``, ``frognano.showEpisode [path]``.  ``fix`` and
+  ``runTests`` answer at once with ``{"status": "started", "job"}`` and send their result as
+  the notification ``frognano/result`` ``{command, job, result}`` (``commands.py``).
 * diagnostics: published with the document version the run saw (open documents); runs follow
   saves, the first opened file of a project without results, applied fixes and
   ``workspace/didChangeWatchedFiles`` (registered dynamically when the client can).

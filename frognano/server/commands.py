@@ -36,6 +36,7 @@ CMD_RUN_TESTS = fixes.CMD_RUN_TESTS
 CMD_FIX = fixes.CMD_FIX
 CMD_APPLY_FIX = "frognano.applyFix"
 CMD_TOGGLE_AUTO_FIX = "frognano.toggleAutoFix"
+CMD_UNDO_FIX = "frognano.undoFix"
 CMD_SHOW_DIAGNOSIS = fixes.CMD_SHOW_DIAGNOSIS
 CMD_SHOW_EPISODE = fixes.CMD_SHOW_EPISODE
 RESULT = "frognano/result"  # a started command's outcome, once its work ends
@@ -118,13 +119,19 @@ def run_tests(ls: FrogNanoServer, *args: Any) -> dict:
 
 
 def _before_the_edit(ls: FrogNanoServer, project: Project, args: tuple) -> dict | None:
-    """A fix action's re-run that reached the server before the action's edit: running now
-    would test the text the fix replaces.  The run waits for the edit (``fixes.edit_arrived``)."""
+    """A fix action's re-run: one that reached the server before the action's edit would test
+    the text the fix replaces, so the run waits for the edit (``fixes.edit_arrived``); one that
+    follows it notes the fix applied (for ``frognano undo``) and runs now (None)."""
     files = {found[1] for a in args if isinstance(a, str) and (found := ls.locate(a)) and found[0] is project}
     for patch in fixes.offered_patches(project):
-        if set(patch.files) == files and all(ls.current_text(project, e.path) == e.before for e in patch.edits):
+        if set(patch.files) != files:
+            continue
+        texts = [ls.current_text(project, e.path) for e in patch.edits]
+        if all(t == e.before for t, e in zip(texts, patch.edits)):
             project.awaiting = patch
             return RunTestsReply("waiting", message="the tests run once the fix's edit arrives").to_json()
+        if all(t == e.after for t, e in zip(texts, patch.edits)):
+            fixes.applied_in_editor(ls, project, patch)  # the edit came first: run now
     return None
 
 
@@ -142,6 +149,25 @@ def fix(ls: FrogNanoServer, *args: Any) -> dict:
 async def apply_fix(ls: FrogNanoServer, *args: Any) -> dict:
     project, _ = target(ls, args)
     return (await fixes.apply_fix(ls, project)).to_json()
+
+
+async def undo_fix(ls: FrogNanoServer, *args: Any) -> dict:
+    """*Undo FrogNano fix*: what ``frognano undo`` does, for the project of the document -- the
+    last fix applied (from the command line or, once saved, from the editor) is restored while
+    its files still hold the fix; otherwise the reply names the file that changed."""
+    from ..errors import ApplyError
+    from ..repair.apply import undo_last
+
+    project, _ = target(ls, args)
+    try:
+        result = await asyncio.to_thread(undo_last, project.root)
+    except ApplyError as exc:
+        ls.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning, message=f"FrogNano: {exc}"))
+        return {"undone": False, "reason": str(exc)}
+    project.state += 1
+    ls.log(f"FrogNano: undid the fix in {', '.join(result.files)}")
+    diagnostics.request_tests(ls, project, set(result.files))
+    return {"undone": True, "files": result.files}
 
 
 def toggle_auto_fix(ls: FrogNanoServer, *args: Any) -> str:
@@ -183,4 +209,5 @@ async def show_episode(ls: FrogNanoServer, *args: Any) -> bool:
 
 
 COMMANDS = {CMD_RUN_TESTS: run_tests, CMD_FIX: fix, CMD_APPLY_FIX: apply_fix, CMD_TOGGLE_AUTO_FIX: toggle_auto_fix,
+            CMD_UNDO_FIX: undo_fix,
             CMD_SHOW_DIAGNOSIS: show_diagnosis, CMD_SHOW_EPISODE: show_episode}

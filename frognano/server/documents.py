@@ -51,8 +51,14 @@ def did_change(ls: FrogNanoServer, params: types.DidChangeTextDocumentParams) ->
     found = ls.locate(uri)
     if found is not None and found[1].endswith(".py"):  # tests see unsaved Python buffers only
         ls.dirty.add(uri)
-        found[0].state += 1
-        fixes.edit_arrived(ls, found[0])
+        project = found[0]
+        project.state += 1
+        fix = project.fix_job
+        if fix is not None and not fix.done():
+            # A fix for the text before this keystroke would be dropped when it ends (it is
+            # offered only for the state it was computed on): stop spending CPU on it now.
+            fix.cancel.set()
+        fixes.edit_arrived(ls, project)
 
 
 def did_save(ls: FrogNanoServer, params: types.DidSaveTextDocumentParams) -> None:
@@ -68,6 +74,7 @@ def did_save(ls: FrogNanoServer, params: types.DidSaveTextDocumentParams) -> Non
     # (a Python buffer was already what the tests saw: saving it changes nothing for them)
     if rel.rsplit("/", 1)[-1] == "pyproject.toml":
         ls.spawn(configuration.refresh(ls))
+    fixes.record_if_saved(ls, project)
     if fixes.edit_arrived(ls, project):
         pass  # the awaited fix's re-run covers this save
     elif affects_tests(rel):
@@ -103,6 +110,7 @@ def did_change_watched_files(ls: FrogNanoServer, params: types.DidChangeWatchedF
         if affects_tests(rel):
             changed.setdefault(project.root, (project, set()))[1].add(rel)
     for project, files in changed.values():
+        fixes.record_if_saved(ls, project)
         if not fixes.edit_arrived(ls, project):
             diagnostics.request_tests(ls, project, files)
 

@@ -48,6 +48,37 @@ def offered_patches(project: Project) -> list:
     return [] if ready is None else [ready.fix.patch, *(alt.patch for alt in ready.alternatives[:MAX_ALTERNATIVES])]
 
 
+def applied_in_editor(ls: FrogNanoServer, project: Project, patch) -> None:
+    """The editor applied ``patch``: recorded for ``frognano undo`` once its text is on disk."""
+    project.applied = patch
+    project.unrecorded = patch
+    record_if_saved(ls, project)
+
+
+def record_if_saved(ls: FrogNanoServer, project: Project) -> None:
+    """The undo record of the fix the editor applied, once every file of it holds the fix's text
+    on disk (a save, or an edit the editor wrote to a file it had not opened).  A file that then
+    holds something else: the user moved on, and there is nothing of ours to undo."""
+    patch = project.unrecorded
+    if patch is None:
+        return
+    from ..errors import ApplyError
+    from ..repair.apply import record_applied
+
+    texts = [ls.disk_text(project.path(e.path)) for e in patch.edits]
+    if all(t == e.after for t, e in zip(texts, patch.edits)):
+        project.unrecorded = None
+        try:
+            record_applied(project.root, patch)
+        except ApplyError as exc:
+            ls.log(f"FrogNano: the applied fix has no undo record: {exc}", types.MessageType.Warning)
+            return
+        ls.log(f"FrogNano: the applied fix is recorded; `frognano undo {project.folder}` restores "
+               f"{', '.join(patch.files)}")
+    elif not all(t in (e.before, e.after) for t, e in zip(texts, patch.edits)):
+        project.unrecorded = None
+
+
 def edit_arrived(ls: FrogNanoServer, project: Project) -> bool:
     """After a document event: when the awaited fix's text is now what the editor and the disk
     hold, its re-run starts (the tests of its files, at once; a run of the text before it is
@@ -59,6 +90,7 @@ def edit_arrived(ls: FrogNanoServer, project: Project) -> bool:
     texts = [ls.current_text(project, e.path) for e in patch.edits]
     if all(t == e.after for t, e in zip(texts, patch.edits)):
         project.awaiting = None
+        applied_in_editor(ls, project, patch)
         files = set(patch.files)
         diagnostics.debouncer(ls, project).take()
         ls.spawn(diagnostics.run_tests(ls, project, files))
@@ -208,7 +240,7 @@ async def apply_fix(ls: FrogNanoServer, project: Project) -> ApplyReply:
     project.ready = None  # applied, or refused: either way it is not offered again
     failing = len(project.last.failing) if project.last else 0
     if applied:
-        project.applied = ready.fix.patch
+        applied_in_editor(ls, project, ready.fix.patch)
         ls.log(f"FrogNano: applied {ready.title}")
         ls.status(project, "fixed", failing, f"applied: {ready.title}")
         # The editor may have written a file it had not opened, or changed a buffer: either way

@@ -183,6 +183,9 @@ class Project:
         # A fix whose code action ran its re-run command before the edit reached the server
         # (eglot sends the command first): the tests re-run when the edit arrives.
         self.awaiting: Patch | None = None
+        # A fix the editor applied whose text has not reached the disk yet: once saved, it gets
+        # the undo record ``frognano fix --apply`` keeps (``fixes.record_if_saved``).
+        self.unrecorded: Patch | None = None
         self.last: TestOutcome | None = None  # the last published run
         self.tests_job: JobHandle | None = None
         self.fix_job: JobHandle | None = None

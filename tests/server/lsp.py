@@ -90,7 +90,10 @@ def make_client(accept_edits: bool = True) -> LanguageClient:
 @contextlib.asynccontextmanager
 async def serve(root: Path, init_options: dict | None = None, *, configuration: dict | None = None,
                 accept_edits: bool = True) -> AsyncIterator[LanguageClient]:
-    """Start ``frognano serve`` for the project at ``root`` and initialise it like VS Code does."""
+    """Start ``frognano serve`` for the project at ``root`` and initialise it like VS Code does.
+
+    ``autoFix`` is "off" unless ``init_options`` says otherwise: most tests follow what one
+    request does, without a background search beside it (``{"autoFix": None}``: the default)."""
     client = make_client(accept_edits)
     client.edit_root = root  # type: ignore[attr-defined]
     if configuration is not None:
@@ -101,7 +104,7 @@ async def serve(root: Path, init_options: dict | None = None, *, configuration: 
             capabilities=client_capabilities("visual-studio-code"),
             root_uri=uri(root),
             workspace_folders=[types.WorkspaceFolder(uri=uri(root), name=root.name)],
-            initialization_options=init_options or {},
+            initialization_options={"autoFix": "off", **(init_options or {})},
         ))
         await wait_for(lambda: client.statuses, what="the first frognano/status")  # type: ignore[attr-defined]
         yield client

@@ -214,12 +214,28 @@ async def test_invalid_settings_warn_and_fall_back(example):
         for key in ("timeout", "autoFix", "maxCandidates", "python"):
             assert any(key in m for m in shown), (key, shown)
         assert any("someTypo" in m.message for m in client.log_messages)
-        assert client.statuses[-1]["autoFix"] == "off"
+        assert client.statuses[-1]["autoFix"] == "suggest"  # the default
         await failing_calc(client, root)  # and the server works with the defaults
         # workspace/configuration wins over initializationOptions, and is re-read on change.
-        client.set_configuration({"autoFix": "suggest", "timeout": 5}, section="frognano")
+        client.set_configuration({"autoFix": "off", "timeout": 5}, section="frognano")
         client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
-        await wait_for(lambda: client.statuses[-1]["autoFix"] == "suggest", what="autoFix from configuration")
+        await wait_for(lambda: client.statuses[-1]["autoFix"] == "off", what="autoFix from configuration")
+
+
+@pytest.mark.slow
+async def test_a_keystroke_cancels_the_background_search(make_project):
+    """The background search after a failing save is for that text: a keystroke in the buffer
+    stops it (its fix would be dropped when it ended), so typing costs little CPU."""
+    root = make_project(SLOW, "slow")
+    async with serve(root, {"debounceMs": 0, "autoFix": "suggest"}) as client:
+        open_doc(client, root / "slow/core.py")
+        save(client, root / "slow/core.py")
+        await wait_state(client, "fixing")
+        n = len(client.statuses)
+        started = time.monotonic()
+        change(client, root / "slow/core.py", 2, (root / "slow/core.py").read_text() + "# typing\n")
+        st = await wait_state(client, "failing", after=n)
+        assert st["message"] == "fix cancelled" and time.monotonic() - started < 2.0
 
 
 async def test_rejected_edit_is_dropped(example):
@@ -358,9 +374,11 @@ async def test_model_fix_and_its_episode(example, tmp_path):
 
 
 async def test_auto_fix_suggest_offers_the_fix_without_asking(example):
+    """suggest is the default: a client that sends no autoFix gets the fix offered after a
+    failing save, never applied."""
     root = example("calc")
     before = snapshot(root)
-    async with serve(root, {"debounceMs": 0, "autoFix": "suggest"}) as client:
+    async with serve(root, {"debounceMs": 0, "autoFix": None}) as client:
         open_doc(client, root / "calc/stats.py")
         save(client, root / "calc/stats.py")
         st = await wait_state(client, "fixed")

@@ -156,3 +156,45 @@ async def test_a_fix_the_editor_claims_but_does_not_apply_is_not_sent_again(exam
         assert len(client.applied_edits) == 1
         assert "age > 18" in (root / "calc/stats.py").read_text()
         assert errors_in(client, root / "tests/test_stats.py")  # still failing, and said so
+
+
+@pytest.mark.parametrize("how", ["the undoFix command", "frognano undo"])
+async def test_a_fix_applied_in_the_editor_is_undone_like_fix_apply(example, how):
+    """The editor applies the verified fix (here: to a file it never opened, written to disk)
+    and runs the action's command: the fix gets the undo record ``frognano fix --apply`` keeps,
+    so ``frognano undo`` (or *Undo FrogNano fix*) restores exactly what the user had -- and
+    refuses, naming the file, once the user changed it since."""
+    import subprocess
+    import sys
+
+    root = example("calc")
+    source = root / "calc/stats.py"
+    original = source.read_bytes()
+    async with serve(root, {"debounceMs": 0}) as client:
+        open_doc(client, root / "tests/test_stats.py")
+        await wait_state(client, "failing")
+        assert (await run_command(client, "frognano.fix", uri(root / "tests/test_stats.py")))["status"] == "fixed"
+        (fix, *_) = await code_actions(client, root / "tests/test_stats.py", 16, errors_in(client, root / "tests/test_stats.py"))
+        apply_workspace_edit(fix.edit, root)
+        fixed = source.read_bytes()
+        assert (await run_command(client, fix.command.command, *fix.command.arguments))["state"] == "passing"
+        await wait_for(lambda: any("`frognano undo" in m.message for m in client.log_messages), what="the undo record")
+        if how == "frognano undo":
+            done = subprocess.run([sys.executable, "-m", "frognano", "undo", str(root)], capture_output=True, text=True)
+            assert done.returncode == 0, done.stderr
+        else:
+            reply = await command(client, "frognano.undoFix", uri(root / "tests/test_stats.py"))
+            assert reply == {"undone": True, "files": ["calc/stats.py"]}
+            await wait_state(client, "failing")
+        assert source.read_bytes() == original
+        # Applied again, then changed by the user: undo refuses and names the file.
+        assert (await run_command(client, "frognano.fix", uri(root / "tests/test_stats.py")))["status"] == "fixed"
+        (fix, *_) = await code_actions(client, root / "tests/test_stats.py", 16, errors_in(client, root / "tests/test_stats.py"))
+        apply_workspace_edit(fix.edit, root)
+        n = sum("`frognano undo" in m.message for m in client.log_messages)
+        await run_command(client, fix.command.command, *fix.command.arguments)
+        await wait_for(lambda: sum("`frognano undo" in m.message for m in client.log_messages) > n, what="a second record")
+        source.write_text(source.read_text() + "# mine\n")
+        reply = await command(client, "frognano.undoFix", uri(source))
+        assert reply["undone"] is False and "calc/stats.py changed since the fix was applied" in reply["reason"]
+        assert source.read_text().endswith("# mine\n")
