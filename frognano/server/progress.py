@@ -12,7 +12,6 @@ import logging
 import threading
 import time
 import uuid
-from typing import Any
 
 from lsprotocol import types
 

@@ -16,6 +16,10 @@ Two more tests are cases eglot users hit: the fix applied but not saved (eglot r
 command before its idle timer sends the didChange carrying the edit), and a project without
 `.git`, where eglot's project is the file's own folder (calc/calc) and the server has to find
 the project above it.
+
+And a project whose fix takes minutes (slow_project.py): eglot runs every command as a
+synchronous request with a 10 s timeout, so "Fix with FrogNano" must be answered at once (it
+starts a job) while Emacs and the server stay usable during the search.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import EXAMPLES
+from tests.editors.slow_project import ANSWER_S, SLOW_FILE, leftover_processes, slow_project
 
 DRIVER = Path(__file__).resolve().parent / "emacs" / "driver.el"
 EMACS = shutil.which("emacs")
@@ -82,9 +87,12 @@ def eglot(tmp_path_factory) -> dict:
     return json.loads(result.read_text())
 
 
-def _project(tmp_path: Path, git: bool) -> Path:
-    project = tmp_path / "calc"
-    shutil.copytree(EXAMPLES / "calc", project, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache", ".frognano"))
+def _project(tmp_path: Path, git: bool, slow: bool = False) -> Path:
+    if slow:
+        project = slow_project(tmp_path / "slow")
+    else:
+        project = tmp_path / "calc"
+        shutil.copytree(EXAMPLES / "calc", project, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache", ".frognano"))
     if git:
         if shutil.which("git") is None:
             pytest.skip("git not installed: eglot's project would not be the copy's root")
@@ -184,6 +192,11 @@ def test_eglot_fix_flow(eglot, tmp_path):
     timings = r["timings"]
     assert timings["connected"] <= timings["diagnostics"] <= timings["fix_ready"] <= timings["applied"] \
         <= timings["saved"] <= timings["cleared"], timings
+    # The fix action's re-run (frognano.runTests, through eglot-execute-command) was answered at
+    # once, without an error: it starts the run (or waits for the edit) and reports later.
+    runs = [c for c in r["commands"] if c["command"] == "frognano.runTests"]
+    assert runs and all("error" not in c and c["seconds"] < ANSWER_S for c in runs), r["commands"]
+    assert {c["result"].get("status") or c["result"].get("state") for c in runs} <= {"started", "waiting"}, runs
 
     # And the project on disk is really fixed.
     assert FIXED_LINE in (project / "calc" / "stats.py").read_text()
@@ -240,3 +253,57 @@ def test_eglot_project_without_git(eglot, tmp_path):
     assert ("tests/test_stats.py", 17, "eglot-error") in _other_diags(r), _explain(r)
     states = [s["state"] for s in r["statuses"]]
     assert "failing" in states, states
+
+
+@pytest.mark.slow
+def test_eglot_slow_fix_answers_at_once(eglot, tmp_path):
+    """"Fix with FrogNano" from eglot's code-action menu on a project whose fix takes minutes:
+    eglot's synchronous executeCommand comes back at once with the started job (before, it froze
+    Emacs for 10 s and failed with "Timed out"), the server says "fixing", and while the search
+    runs the same command joins the job at once, code actions answer at once and Emacs's timers
+    keep firing.  Then the user shuts eglot down with the fix still running: the server exits."""
+    project = _project(tmp_path, git=True, slow=True)
+    r = _run_emacs(tmp_path, "slowfix", _env(project, SLOW_FILE, 30, FROGNANO_TEST_AUTOFIX="off",
+                                             FROGNANO_TEST_WATCH_S="4"), timeout=45)
+    print(_summary(r))
+    print("commands:", r.get("commands"))
+    print("statuses:", [(round(s["t"], 2), s["state"], s["message"]) for s in r.get("statuses", [])])
+    assert r["ok"], _explain(r)
+    assert r["step"] == "done", _explain(r)
+    assert r["initialize"]["initializationOptions"]["autoFix"] == "off"  # the user's command starts the fix
+    assert "Fix with FrogNano" in [a["title"] for a in r["first_actions"]], r["first_actions"]
+    assert "Fix with FrogNano" in r["menu"]["items"], r["menu"]
+
+    # The command through eglot's own path: answered at once, no jsonrpc error ("Timed out").
+    assert r["fix_command_error"] is None, r["fix_command_error"]
+    fix, again = [c for c in r["commands"] if c["command"] == "frognano.fix"]
+    assert "error" not in fix and fix["seconds"] < ANSWER_S and r["fix_command_s"] < ANSWER_S + 0.5, fix
+    assert fix["result"]["status"] == "started" and fix["result"]["job"], fix
+    # A second request for the same work joins the running job, at once too.
+    assert "error" not in again and again["seconds"] < ANSWER_S, again
+    assert again["result"] == {"status": "started", "job": fix["result"]["job"], "joined": True}, again
+
+    # The search runs: the status says so, and still says so after watching it for 4 s (no result).
+    states = [s["state"] for s in r["statuses"]]
+    assert "failing" in states and states.index("fixing") > states.index("failing"), states
+    assert r["state_after_watch"] == "fixing", r["statuses"]
+    assert r["results_before_shutdown"] == 0, r["results"]  # the fix's frognano/result is minutes away
+    # Meanwhile the server answers eglot's code actions at once (no verified fix yet), and Emacs
+    # is not frozen: a 0.1 s timer kept firing while it sat idle.
+    assert r["actions_during_fix_s"] < ANSWER_S, r["actions_during_fix_s"]
+    assert all(not a["hasEdit"] for a in r["actions_during_fix"]), r["actions_during_fix"]
+    assert r["ticks"] >= 20 and r["max_tick_gap_s"] < 0.5, (r["ticks"], r["max_tick_gap_s"])
+
+    # eglot 1.9 announces no window.workDoneProgress: the server creates no progress token
+    # (progress.begin) and sends no $/progress; the status bar ("fixing") is its progress.
+    if not (r["initialize"]["window"] or {}).get("workDoneProgress"):
+        assert "window/workDoneProgress/create" not in [q["method"] for q in r["requests"]], r["requests"]
+        assert r["progress"] == [], r["progress"]
+
+    # Shut down with the fix running: the server stops the job on `shutdown` (its result says
+    # cancelled) and is gone within eglot's 5 s (eglot 1.9's jsonrpc deletes the process right
+    # after `exit`, so its exit code is SIGKILL's); none of its test runs is left behind.
+    assert r["shutdown_s"] < 6 and r["server_exit"]["live"] is False, (r["shutdown_s"], r["server_exit"])
+    assert [x["result"]["status"] for x in r["results"]] == ["cancelled"], r["results"]
+    assert (r["statuses"][-1]["state"], r["statuses"][-1]["message"]) == ("failing", "fix cancelled"), r["statuses"]
+    assert leftover_processes(tmp_path) == [], leftover_processes(tmp_path)

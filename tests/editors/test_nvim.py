@@ -4,6 +4,10 @@ The Lua below drives the editor the way a user would: open the buggy file, save,
 diagnostics, ask for code actions, run :FrogNanoFix, apply the verified fix, save again and wait
 for the diagnostics to clear.  It writes what it saw to a JSON file that the test then checks
 step by step.  Parameters travel in environment variables, so the Lua is plain text.
+
+On a project whose fix takes minutes (slow_project.py), :FrogNanoFix must be answered at once
+(the command starts a job), the job's work-done progress must reach Neovim, and cancelling its
+progress must stop it.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from tests.editors.slow_project import ANSWER_S, SLOW_FILE, leftover_processes, slow_project
 
 REPO = Path(__file__).resolve().parents[2]
 PLUGIN = REPO / "editors" / "nvim"
@@ -367,6 +373,122 @@ vim.cmd("qa!")
 """
 
 
+# :FrogNanoFix on the slow project: how long the plugin's executeCommand waits for its answer
+# (timed from the request's send), the $/progress of the job (LspProgress), a second
+# :FrogNanoFix while it runs, then a cancel through the progress token and the job's end.
+SLOW_FIX_LUA = r"""
+local frog = require("frognano")
+local root = vim.env.FROGNANO_TEST_ROOT
+local started = vim.uv.hrtime()
+local deadline = vim.uv.now() + tonumber(vim.env.FROGNANO_TEST_BUDGET_MS)
+local r = { step = "start", statuses = {}, progress = {}, sent = {}, answers = {}, results = {} }
+local function now() return (vim.uv.hrtime() - started) / 1e9 end
+local function left() return math.max(0, deadline - vim.uv.now()) end
+local function wait(cond, ms)
+  vim.wait(math.min(ms or left(), left()), function() return r.server_exit ~= nil or cond() end, 20)
+  return cond()
+end
+
+vim.api.nvim_create_autocmd("User", { pattern = "FrogNanoStatus", callback = function(ev)
+  r.statuses[#r.statuses + 1] = { t = now(), state = ev.data.state, message = ev.data.message }
+end })
+vim.api.nvim_create_autocmd("LspProgress", { callback = function(ev)
+  local v = ev.data.params.value
+  r.progress[#r.progress + 1] = { t = now(), token = ev.data.params.token, kind = v.kind, title = v.title,
+                                  message = v.message, percentage = v.percentage, cancellable = v.cancellable }
+end })
+vim.lsp.config("frognano", {
+  on_exit = function(code, signal) r.server_exit = { code = code, signal = signal } end,
+  handlers = {
+    -- What the plugin's exec_cmd gets back (it passes no handler of its own).
+    ["workspace/executeCommand"] = function(err, result, ctx)
+      r.answers[#r.answers + 1] = { t = now(), command = ctx.params and ctx.params.command,
+                                    err = err and err.message or vim.NIL, result = result == nil and vim.NIL or result }
+    end,
+    ["frognano/result"] = function(_, params) r.results[#r.results + 1] = { t = now(), params = params } end,
+  },
+})
+
+local function errors()
+  local n = 0
+  for _, d in ipairs(vim.diagnostic.get(nil, { severity = vim.diagnostic.severity.ERROR })) do
+    if d.source == "frognano" then n = n + 1 end
+  end
+  return n
+end
+local function find(list, pred) for _, x in ipairs(list) do if pred(x) then return x end end end
+-- Only executeCommand answers reach that handler, in the order of their requests.
+local function answer_to(n) return r.sent[n] and r.answers[n] end
+
+local function main()
+  r.step = "attach"
+  vim.cmd.edit(vim.fs.joinpath(root, vim.env.FROGNANO_TEST_FILE))
+  local buf = vim.api.nvim_get_current_buf()
+  assert(wait(function() return frog.client(buf) ~= nil end), "the frognano client never attached")
+  local client = frog.client(buf)
+  r.work_done_progress = client.capabilities.window and client.capabilities.window.workDoneProgress
+  -- Every executeCommand the plugin sends, with its request id and when it left.
+  local request = client.request
+  client.request = function(self, method, params, handler, bufnr)
+    local ok, id = request(self, method, params, handler, bufnr)
+    if method == "workspace/executeCommand" then
+      r.sent[#r.sent + 1] = { t = now(), id = id, command = params.command }
+    end
+    return ok, id
+  end
+
+  r.step = "diagnostics"
+  assert(wait(function() return errors() > 0 end), "no frognano ERROR diagnostics after opening")
+  r.step = "fix"
+  local before = now()
+  vim.cmd("FrogNanoFix")
+  r.fix_cmd_s = now() - before  -- the user command itself (the requests are asynchronous)
+  assert(wait(function() return answer_to(1) ~= nil end, 10000), "no answer to frognano.fix within 10 s")
+  r.fix = { command = r.sent[1].command, seconds = answer_to(1).t - r.sent[1].t,
+            since_keypress = answer_to(1).t - before, answer = answer_to(1) }
+
+  r.step = "progress"
+  local function begun() return find(r.progress, function(p) return p.kind == "begin" end) end
+  assert(wait(begun, 10000), "no $/progress begin for the fix")
+  local token = begun().token
+  local function reported()
+    return find(r.progress, function(p) return p.token == token and p.kind == "report" and p.percentage ~= nil end)
+  end
+  assert(wait(reported, 15000), "no $/progress report with a percentage for the fix")
+  r.status_fixing = frog.status_data(buf)
+  r.status_line = frog.status(buf)
+  r.lsp_status = vim.lsp.status()
+
+  r.step = "again"
+  before = now()
+  vim.cmd("FrogNanoFix")  -- no verified fix yet: it asks for the search again, which joins the job
+  assert(wait(function() return answer_to(2) ~= nil end, 10000), "no answer to the second frognano.fix")
+  r.again = { command = r.sent[2].command, seconds = answer_to(2).t - r.sent[2].t, answer = answer_to(2) }
+  r.results_before_cancel = #r.results
+
+  r.step = "cancel"
+  before = now()
+  client:notify("window/workDoneProgress/cancel", { token = token })
+  assert(wait(function() return #r.results > 0 end, 10000), "no frognano/result after cancelling the progress")
+  r.cancel_s = now() - before
+  assert(wait(function() return find(r.progress, function(p) return p.token == token and p.kind == "end" end) ~= nil end, 5000),
+    "no $/progress end after the cancel")
+  assert(wait(function() local s = frog.status_data(buf); return s and s.state == "failing" end, 5000),
+    "the status did not go back to failing after the cancel")
+  r.status_after = frog.status_data(buf)
+  r.token = token
+  r.step = "done"
+end
+
+local ok, err = xpcall(main, debug.traceback)
+r.ok, r.error = ok, (not ok) and tostring(err) or nil
+r.messages = vim.api.nvim_exec2("messages", { output = true }).output
+r.lsp_log = vim.lsp.log.get_filename()
+vim.fn.writefile({ vim.json.encode(r) }, vim.env.FROGNANO_TEST_RESULT)
+vim.cmd("qa!")
+"""
+
+
 def _run_nvim(tmp_path: Path, script: str, env_extra: dict[str, str], timeout: float,
               init_lua: str = INIT_LUA) -> dict:
     init = tmp_path / "init.lua"
@@ -614,3 +736,60 @@ def test_headless_fix_flow(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=project,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.slow
+def test_slow_fix_answers_at_once_and_reports_progress(tmp_path):
+    """:FrogNanoFix on a project whose fix takes minutes: the server answers the plugin's
+    executeCommand at once with the started job, the job's $/progress (a server-created token:
+    Neovim announces window.workDoneProgress) reaches LspProgress, a second :FrogNanoFix joins
+    the job, and cancelling the token stops it (frognano/result "cancelled", progress end)."""
+    project = slow_project(tmp_path / "slow")
+    r = _run_nvim(tmp_path, SLOW_FIX_LUA, {
+        "FROGNANO_TEST_ROOT": str(project),
+        "FROGNANO_TEST_FILE": SLOW_FILE,
+        "FROGNANO_TEST_BUDGET_MS": "30000",
+        "FROGNANO_CACHE_DIR": str(tmp_path / "cache"),
+    }, timeout=45)
+    print(json.dumps({k: r.get(k) for k in ("step", "fix_cmd_s", "fix", "again", "cancel_s", "results", "error")},
+                     indent=1))
+    print("progress:", [(round(p["t"], 2), p["kind"], p.get("message"), p.get("percentage")) for p in r["progress"]])
+    assert r["ok"], _explain(r)
+    assert r["work_done_progress"] is True
+
+    # The answer: the started job, within a second of the request (and of the keypress, with
+    # the code-action round trip before it); the user command itself returns at once.
+    fix = r["fix"]
+    assert fix["command"] == fix["answer"]["command"] == "frognano.fix" and fix["answer"]["err"] is None, fix
+    assert fix["answer"]["result"]["status"] == "started" and fix["answer"]["result"]["job"], fix
+    assert fix["seconds"] < ANSWER_S and fix["since_keypress"] < ANSWER_S + 0.5, fix
+    assert r["fix_cmd_s"] < 0.5, r["fix_cmd_s"]
+    job = fix["answer"]["result"]["job"]
+
+    # $/progress on one token: begin (cancellable, with the fix's title), then reports with a
+    # percentage, all while no result has come.
+    token = r["token"]
+    mine = [p for p in r["progress"] if p["token"] == token]
+    assert mine[0]["kind"] == "begin" and mine[0]["cancellable"] is True, mine
+    assert mine[0]["title"] == "FrogNano: fixing", mine[0]
+    reports = [p for p in mine if p["kind"] == "report"]
+    assert reports and any(p.get("percentage") is not None for p in reports), mine
+    assert r["status_fixing"]["state"] == "fixing" and "fixing" in r["status_line"], r["status_fixing"]
+    assert "FrogNano: fixing" in r["lsp_status"], r["lsp_status"]  # what a statusline's vim.lsp.status() shows
+
+    # The second :FrogNanoFix joined the running job, at once.
+    again = r["again"]
+    assert again["command"] == "frognano.fix" and again["answer"]["err"] is None, again
+    assert again["answer"]["result"] == {"status": "started", "job": job, "joined": True}, again
+    assert again["seconds"] < ANSWER_S, again
+    assert r["results_before_cancel"] == 0
+
+    # Cancelled through the progress token: the job ends within a second or two (its running
+    # candidate's test is killed), with its result, the progress end and the status back.
+    (result,) = r["results"]
+    assert result["params"] == {"command": "frognano.fix", "job": job,
+                                "result": {"status": "cancelled", "message": "fix cancelled"}}, result
+    assert r["cancel_s"] < 3, r["cancel_s"]
+    assert mine[-1]["kind"] == "end", mine
+    assert (r["status_after"]["state"], r["status_after"]["message"]) == ("failing", "fix cancelled")
+    assert leftover_processes(tmp_path) == []

@@ -3,7 +3,9 @@
 VS Code itself cannot run here, so the extension's compiled code is type-checked and its
 vscode-free parts unit-tested in Node, and `editors/vscode/test/protocol-flow.js` drives the real
 server the way the extension's language client does (settings, diagnostics, code actions, the fix
-command, a versioned WorkspaceEdit applied to the files, diagnostics clearing).
+command, a versioned WorkspaceEdit applied to the files, diagnostics clearing); with --slow-fix, on
+a project whose fix takes minutes (slow_project.py), it checks that the fix command is answered
+at once and that the job's $/progress reaches the client and can be cancelled.
 
 `npm ci` runs once per session, and not at all while node_modules still matches
 package-lock.json (a stamp in node_modules records the lock's hash); FROGNANO_NPM_CI=1 forces it.
@@ -24,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import EXAMPLES, REPO
+from tests.editors.slow_project import ANSWER_S, SLOW_FILE, leftover_processes, slow_project
 
 EXT = REPO / "editors" / "vscode"
 STAMP = EXT / "node_modules" / ".frognano-npm-ci"
@@ -213,6 +216,12 @@ def test_protocol_flow_fixes_calc(node_modules, tmp_path, auto_fix):
     assert kinds and kinds[0] == "begin" and kinds[-1] == "end", summary["progress"]
     if auto_fix == "off":
         assert summary["fixCommand"]["command"] == "frognano.fix", summary["fixCommand"]
+        # Answered at once with the started job; its outcome came as frognano/result.
+        assert summary["fixCommand"]["seconds"] < ANSWER_S, summary["fixCommand"]
+        job = summary["fixCommand"]["result"]["job"]
+        assert summary["fixCommand"]["result"] == {"status": "started", "job": job}, summary["fixCommand"]
+        done = [x for x in summary["results"] if x["job"] == job]
+        assert [(x["command"], x["result"]["status"]) for x in done] == [("frognano.fix", "fixed")], summary["results"]
         assert fix["appliedBy"] == "code action edit" and fix["title"].startswith("FrogNano:"), fix
         assert fix["data"]["frognano"] == "verifiedFix", fix
         assert "Fix with FrogNano" in summary["actionsOffered"] and "Run tests" in summary["actionsOffered"]
@@ -222,3 +231,53 @@ def test_protocol_flow_fixes_calc(node_modules, tmp_path, auto_fix):
     # The applied fix really makes the suite pass, outside FrogNano.
     tests = _run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], timeout=120, cwd=project)
     _check(tests, "pytest in the fixed project")
+
+
+@pytest.mark.slow
+def test_protocol_slow_fix_answers_at_once_and_reports_progress(node_modules, tmp_path):
+    """"Fix with FrogNano" on a project whose fix takes minutes, as the extension's language
+    client sends it: answered within a second with the started job; the server creates a
+    progress token (window/workDoneProgress/create) and reports begin (cancellable) and
+    percentages on it; a second request joins the job; VS Code's Cancel on the progress
+    (window/workDoneProgress/cancel) ends the job at once, with frognano/result "cancelled"."""
+    project = slow_project(tmp_path / "slow")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    env = {**os.environ, "FROGNANO_CACHE_DIR": str(cache)}
+    started = time.monotonic()
+    proc = _run(["node", "test/protocol-flow.js", str(project), "--server", str(_server()), "--file", SLOW_FILE,
+                 "--slow-fix", "--log", str(tmp_path / "server.log"), "--timeout-diagnostics", "30"],
+                timeout=60, env=env)
+    elapsed = time.monotonic() - started
+    assert proc.returncode == 0, f"slow fix flow failed after {elapsed:.1f}s (exit {proc.returncode})\n{proc.stderr[-8000:]}"
+    summary = json.loads(proc.stdout)
+    fix = summary["slowFix"]
+    print(json.dumps({k: v for k, v in fix.items()}, indent=1))
+    print("progress:", [(p["t"], p["kind"], p.get("message"), p.get("percentage")) for p in summary["progress"]])
+    assert summary["ok"]
+
+    # The answer: the started job, within a second.
+    assert fix["command"] == "frognano.fix" and fix["via"] == 'code action "Fix with FrogNano"', fix
+    job = fix["answer"]["job"]
+    assert fix["answer"] == {"status": "started", "job": job} and fix["seconds"] < ANSWER_S, fix
+
+    # Its progress, on the token the server created: begin (cancellable), reports with percentages.
+    token = fix["token"]
+    assert summary["progressCreated"] == [token], summary["progressCreated"]
+    mine = [p for p in summary["progress"] if p["token"] == token]
+    assert mine[0]["kind"] == "begin" and mine[0]["title"] == "FrogNano: fixing", mine
+    assert any(p["kind"] == "report" and p.get("percentage") is not None for p in mine), mine
+    assert fix["statusWhileFixing"]["state"] == "fixing", fix
+
+    # Asked again while it runs: the same job, at once; no result yet.
+    assert fix["again"] == {"status": "started", "job": job, "joined": True} and fix["againSeconds"] < ANSWER_S, fix
+    assert fix["resultsBeforeCancel"] == 0, summary["results"]
+
+    # Cancelled from the progress: the result, the progress end, the status back to failing.
+    assert fix["result"] == {"t": fix["result"]["t"], "command": "frognano.fix", "job": job,
+                             "result": {"status": "cancelled", "message": "fix cancelled"}}, fix["result"]
+    assert fix["cancelSeconds"] < 3, fix
+    assert mine[-1]["kind"] == "end", mine
+    assert (fix["statusAfter"]["state"], fix["statusAfter"]["message"]) == ("failing", "fix cancelled"), fix
+    assert elapsed < 30, elapsed
+    assert leftover_processes(tmp_path) == []

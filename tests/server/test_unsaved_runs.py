@@ -176,7 +176,6 @@ async def test_a_fix_applied_in_the_editor_is_undone_like_fix_apply(example, how
         assert (await run_command(client, "frognano.fix", uri(root / "tests/test_stats.py")))["status"] == "fixed"
         (fix, *_) = await code_actions(client, root / "tests/test_stats.py", 16, errors_in(client, root / "tests/test_stats.py"))
         apply_workspace_edit(fix.edit, root)
-        fixed = source.read_bytes()
         assert (await run_command(client, fix.command.command, *fix.command.arguments))["state"] == "passing"
         await wait_for(lambda: any("`frognano undo" in m.message for m in client.log_messages), what="the undo record")
         if how == "frognano undo":

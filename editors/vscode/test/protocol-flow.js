@@ -8,8 +8,15 @@
 // verified-fix action (data.frognano === "verifiedFix"), apply its versioned WorkspaceEdit to the files on disk the way
 // VS Code would (didOpen/didChange/didSave), and wait for the Error diagnostics to clear.
 //
+// With --slow-fix (a project whose fix takes minutes): after the Error diagnostic, run "Fix with
+// FrogNano" and time its answer (the started job), wait for the job's $/progress begin and a
+// report with a percentage (on the token the server created with window/workDoneProgress/create),
+// run it again (it joins the job), cancel the progress as VS Code's Cancel button does
+// (window/workDoneProgress/cancel), wait for the job's frognano/result and progress end, and
+// shut down.
+//
 //   node test/protocol-flow.js PROJECT [--file REL] [--server EXE] [--timeout-diagnostics S]
-//        [--timeout-fix S] [--timeout-clear S] [--setting key=json]... [--log FILE]
+//        [--timeout-fix S] [--timeout-clear S] [--setting key=json]... [--log FILE] [--slow-fix]
 //
 // Exit 0 with a JSON summary on stdout; exit 1 with one clear "protocol-flow: ..." line (and the
 // summary so far, and the tail of the server's stderr) on any failure or timeout.
@@ -32,14 +39,14 @@ function usage(message) {
   process.stderr.write(`protocol-flow: ${message}\n`);
   process.stderr.write(
     'usage: node test/protocol-flow.js PROJECT [--file REL] [--server EXE] [--timeout-diagnostics S] ' +
-      '[--timeout-fix S] [--timeout-clear S] [--setting key=json]... [--log FILE]\n',
+      '[--timeout-fix S] [--timeout-clear S] [--setting key=json]... [--log FILE] [--slow-fix]\n',
   );
   process.exit(2);
 }
 
 function parseArgs(argv) {
-  /** @type {{project?: string, file?: string, server?: string, log?: string, timeouts: Record<string, number>, settings: Record<string, unknown>}} */
-  const opts = { timeouts: { diagnostics: 120, fix: 300, clear: 120 }, settings: {} };
+  /** @type {{project?: string, file?: string, server?: string, log?: string, slowFix: boolean, timeouts: Record<string, number>, settings: Record<string, unknown>}} */
+  const opts = { timeouts: { diagnostics: 120, fix: 300, clear: 120 }, settings: {}, slowFix: false };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
     const value = () => {
@@ -49,6 +56,7 @@ function parseArgs(argv) {
     if (arg === '--file') opts.file = value();
     else if (arg === '--server') opts.server = value();
     else if (arg === '--log') opts.log = value();
+    else if (arg === '--slow-fix') opts.slowFix = true;
     else if (arg.startsWith('--timeout-')) {
       const name = arg.slice('--timeout-'.length);
       if (!(name in opts.timeouts)) usage(`unknown option ${arg}`);
@@ -132,10 +140,15 @@ const summary = {
   initialDiagnostics: /** @type {unknown[]} */ ([]),
   actionsOffered: /** @type {string[]} */ ([]),
   fixCommand: /** @type {any} */ (null),
+  slowFix: /** @type {any} */ (null),
   fix: /** @type {any} */ (null),
   finalDiagnostics: /** @type {unknown[]} */ ([]),
   statuses: /** @type {unknown[]} */ ([]),
-  progress: /** @type {unknown[]} */ ([]),
+  progress: /** @type {any[]} */ ([]),
+  /** Tokens the server created (window/workDoneProgress/create), in order. */
+  progressCreated: /** @type {unknown[]} */ ([]),
+  /** frognano/result notifications: a started command's outcome. */
+  results: /** @type {any[]} */ ([]),
   messages: /** @type {string[]} */ ([]),
   configurationRequests: 0,
 };
@@ -279,6 +292,10 @@ connection.onNotification('$/progress', (params) => {
   summary.progress.push({ t: elapsed(), token: params.token, kind: value.kind, title: value.title, message: value.message, percentage: value.percentage });
   poke();
 });
+connection.onNotification('frognano/result', (params) => {
+  summary.results.push({ t: elapsed(), ...params });
+  poke();
+});
 connection.onNotification('window/logMessage', (params) => logStream?.write(`[logMessage ${params.type}] ${params.message}\n`));
 connection.onNotification('window/showMessage', (params) => {
   summary.messages.push(`[${params.type}] ${params.message}`);
@@ -294,7 +311,10 @@ connection.onRequest('workspace/configuration', (params) => {
     return null;
   });
 });
-connection.onRequest('window/workDoneProgress/create', () => null);
+connection.onRequest('window/workDoneProgress/create', (params) => {
+  summary.progressCreated.push(params.token);
+  return null;
+});
 connection.onRequest('client/registerCapability', () => null);
 connection.onRequest('client/unregisterCapability', () => null);
 connection.onRequest('workspace/workspaceFolders', () => [{ uri: uriOf(root), name: path.basename(root) }]);
@@ -545,6 +565,7 @@ async function main() {
   let actions = await codeActions(firstError.uri, firstError.diagnostic, resolveProvider);
   summary.actionsOffered = actions.map((a) => a.title);
   summary.initialDiagnostics = frognanoDiagnostics().map(describe); // with those published meanwhile
+  if (opts.slowFix) return slowFix(actions, fileUri, commands);
   let fix = actions.find(isVerifiedFix);
 
   if (!fix) {
@@ -555,7 +576,9 @@ async function main() {
       fixAction && typeof fixAction.command === 'object' ? fixAction.command : { command: 'frognano.fix', arguments: [fileUri] };
     summary.fixCommand = { via: fixAction ? 'code action "Fix with FrogNano"' : 'executeCommand fallback', ...command };
     if (!commands.includes(command.command)) fail(`the server does not list ${command.command} in executeCommandProvider.commands (${JSON.stringify(commands)})`);
+    const asked = Date.now();
     const result = await request('workspace/executeCommand', { command: command.command, arguments: command.arguments ?? [] }, opts.timeouts.fix);
+    summary.fixCommand.seconds = (Date.now() - asked) / 1000;
     summary.fixCommand.result = result ?? null;
     summary.phase = 'waiting for the verified fix';
     fix = await pollForFix(firstError.uri, currentError, resolveProvider, opts.timeouts.fix);
@@ -570,6 +593,51 @@ async function main() {
   }
   summary.timings.applied = elapsed();
   return finish();
+}
+
+/**
+ * "Fix with FrogNano" on a project whose fix takes minutes: the answer must come at once (a
+ * started job; eglot gives a command 10 s), the job reports $/progress, a second request joins
+ * it, and the progress's Cancel stops it.
+ */
+async function slowFix(actions, fileUri, commands) {
+  summary.phase = 'slow fix: the command';
+  const fixAction = actions.find((a) => a.title === 'Fix with FrogNano');
+  /** @type {{command: string, arguments?: unknown[]}} */
+  const command =
+    fixAction && typeof fixAction.command === 'object' ? fixAction.command : { command: 'frognano.fix', arguments: [fileUri] };
+  if (!commands.includes(command.command)) fail(`the server does not list ${command.command}`);
+  const params = { command: command.command, arguments: command.arguments ?? [] };
+  const asked = Date.now();
+  const answer = await request('workspace/executeCommand', params, 10);
+  const fix = { command: command.command, via: fixAction ? 'code action "Fix with FrogNano"' : 'executeCommand fallback',
+                answer: answer ?? null, seconds: (Date.now() - asked) / 1000, at: elapsed() };
+  summary.slowFix = fix;
+
+  summary.phase = 'slow fix: progress';
+  const begin = await waitFor('a $/progress begin', 15, () => summary.progress.find((p) => p.kind === 'begin'));
+  fix.token = begin.token;
+  await waitFor('a $/progress report with a percentage', 20, () =>
+    summary.progress.find((p) => p.token === begin.token && p.kind === 'report' && typeof p.percentage === 'number'));
+  fix.statusWhileFixing = summary.statuses[summary.statuses.length - 1] ?? null;
+
+  summary.phase = 'slow fix: again';
+  const again = Date.now();
+  fix.again = (await request('workspace/executeCommand', params, 10)) ?? null;
+  fix.againSeconds = (Date.now() - again) / 1000;
+  fix.resultsBeforeCancel = summary.results.length;
+
+  summary.phase = 'slow fix: cancel';
+  const cancelled = Date.now();
+  connection.sendNotification('window/workDoneProgress/cancel', { token: begin.token });
+  fix.result = await waitFor('the fix job\'s frognano/result', 10, () => summary.results.find((r) => r.job === answer?.job));
+  fix.cancelSeconds = (Date.now() - cancelled) / 1000;
+  await waitFor('the $/progress end', 5, () => summary.progress.find((p) => p.token === begin.token && p.kind === 'end'));
+  fix.statusAfter = await waitFor('frognano/status back to "failing"', 5, () => {
+    const last = /** @type {{state?: string} | undefined} */ (summary.statuses[summary.statuses.length - 1]);
+    return last?.state === 'failing' && last;
+  });
+  return shutdown();
 }
 
 /** After the fix is applied: wait for the Error diagnostics to clear, shut down, print the summary. */
@@ -597,7 +665,11 @@ async function finish() {
     if (Date.now() - since >= 1000 && !['running', 'fixing'].includes(last?.state ?? '')) break;
   }
   summary.finalDiagnostics = frognanoDiagnostics().map(describe);
+  return shutdown();
+}
 
+/** shutdown, exit, the process gone: print the summary. */
+async function shutdown() {
   summary.phase = 'shutdown';
   await request('shutdown', null, 15);
   summary.phase = 'exit';

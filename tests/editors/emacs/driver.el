@@ -25,11 +25,14 @@
 ;;   FROGNANO_TEST_ROOT      the project's folder (other files' diagnostics are named relative to it)
 ;;   FROGNANO_TEST_SCENARIO  flow (fix, save, clear) | unsaved (fix, no save, clear) |
 ;;                           diagnostics (open, wait for diagnostics: nothing else) |
+;;                           slowfix ("Fix with FrogNano" on a project whose fix takes minutes:
+;;                           the command's answer, Emacs meanwhile, then the session ends) |
 ;;                           probe (load eglot, start nothing)
 ;;   FROGNANO_TEST_RESULT    where the JSON result goes
 ;;   FROGNANO_TEST_BUDGET_S  seconds for the whole scenario
 ;;   FROGNANO_TEST_CLEAR_S   seconds the unsaved scenario waits for the diagnostics to clear
 ;;   FROGNANO_TEST_AUTOFIX   the autoFix initialization option (default "suggest")
+;;   FROGNANO_TEST_WATCH_S   seconds the slowfix scenario watches the running fix (default 4)
 ;;   FROGNANO_EMACS_ELPA     the distribution's package directory
 ;;                           (default /usr/share/emacs/site-lisp/elpa)
 ;;   FROGNANO_EMACS_HOME     user-emacs-directory and package-user-dir (a scratch folder)
@@ -48,6 +51,12 @@
 (defvar frognano-test--statuses nil "frognano/status notifications, newest first.")
 (defvar frognano-test--shown nil "window/showMessage notifications, newest first.")
 (defvar frognano-test--server nil)
+(defvar frognano-test--commands nil
+  "`eglot-execute-command' calls, newest first: the command, when, how long it took to answer,
+the answer or the error.")
+(defvar frognano-test--progress nil "$/progress notifications, newest first.")
+(defvar frognano-test--results nil "frognano/result notifications, newest first.")
+(defvar frognano-test--requests nil "Requests from the server (their methods), newest first.")
 
 (defun frognano-test--bool (value) (if value t :json-false))
 (defun frognano-test--now () (- (float-time) frognano-test--start))
@@ -56,6 +65,9 @@
 (defun frognano-test--put (key value)
   "Record VALUE under KEY in the result."
   (setf (alist-get key frognano-test--result) value))
+
+(defun frognano-test--get (key)
+  (alist-get key frognano-test--result))
 
 (defun frognano-test--time (key)
   "Record the seconds since the start under timings.KEY."
@@ -113,7 +125,10 @@
       (frognano-test--put 'initialize (list :rootUri (plist-get params :rootUri)
                                              :workspaceFolders (plist-get params :workspaceFolders)
                                              :initializationOptions
-                                             (plist-get params :initializationOptions))))
+                                             (plist-get params :initializationOptions)
+                                             ;; workDoneProgress would be announced here
+                                             :window (plist-get (plist-get params :capabilities)
+                                                                :window))))
     (when method
       (push (list :t (frognano-test--now)
                   :method (if (keywordp method) (substring (symbol-name method) 1) (format "%s" method))
@@ -124,12 +139,46 @@
             frognano-test--sent))))
 (advice-add 'jsonrpc-connection-send :before #'frognano-test--record-send)
 
-;; Messages the server shows the user (window/showMessage), still shown as eglot does.
+;; Messages the server shows the user (window/showMessage), still shown as eglot does; and
+;; what eglot has no handler of its own for: $/progress (eglot 1.9 drops it) and FrogNano's
+;; frognano/result (a started command's outcome).
 (advice-add 'eglot-handle-notification :before
             (lambda (_server method &rest params)
-              (when (eq method 'window/showMessage)
-                (push (list :t (frognano-test--now) :message (plist-get params :message))
-                      frognano-test--shown))))
+              (pcase (format "%s" method)
+                ("window/showMessage"
+                 (push (list :t (frognano-test--now) :message (plist-get params :message))
+                       frognano-test--shown))
+                ("$/progress"
+                 (let ((value (plist-get params :value)))
+                   (push (list :t (frognano-test--now) :token (plist-get params :token)
+                               :kind (plist-get value :kind) :title (plist-get value :title)
+                               :message (plist-get value :message))
+                         frognano-test--progress)))
+                ("frognano/result"
+                 (push (append (list :t (frognano-test--now)) params) frognano-test--results)))))
+
+;; Requests from the server (window/workDoneProgress/create among them), answered as eglot does.
+(advice-add 'eglot-handle-request :before
+            (lambda (_server method &rest _params)
+              (push (list :t (frognano-test--now) :method (format "%s" method)) frognano-test--requests)))
+
+;; How long eglot waits for each command's answer: `eglot-execute-command' is a synchronous
+;; `jsonrpc-request' (10 s timeout), so Emacs is frozen for exactly this long.
+(defun frognano-test--time-command (run server command arguments)
+  (let ((at (frognano-test--now))
+        (start (float-time)))
+    (condition-case err
+        (let ((answer (funcall run server command arguments)))
+          (push (list :command (format "%s" command) :t at :seconds (- (float-time) start)
+                      :result answer)
+                frognano-test--commands)
+          answer)
+      (error
+       (push (list :command (format "%s" command) :t at :seconds (- (float-time) start)
+                   :error (error-message-string err))
+             frognano-test--commands)
+       (signal (car err) (cdr err))))))
+(advice-add 'eglot-execute-command :around #'frognano-test--time-command)
 
 ;;; Waiting like an idle interactive Emacs.
 
@@ -320,6 +369,94 @@ eglot's code-action command.  Returns the diagnostic's region."
   (frognano-test--time 'cleared)
   (frognano-test--put 'modified_at_end (frognano-test--bool (buffer-modified-p buffer))))
 
+(defun frognano-test--first-diag-actions (buffer)
+  "The code actions at BUFFER's first FrogNano diagnostic (as flymake's menu would ask)."
+  (with-current-buffer buffer
+    (let ((diag (car (cl-remove-if-not #'frognano-test--ours-p (flymake-diagnostics)))))
+      (eglot-code-actions (flymake-diagnostic-beg diag) (flymake-diagnostic-end diag)))))
+
+(defun frognano-test--pick (buffer title)
+  "M-x eglot-code-actions at BUFFER's first FrogNano diagnostic, picking TITLE from the menu.
+Returns (SECONDS MENU ERROR): how long Emacs was busy in the command, the menu it showed, and
+the error it signalled (nil: none)."
+  (with-current-buffer buffer
+    (let* ((diag (car (cl-remove-if-not #'frognano-test--ours-p (flymake-diagnostics))))
+           (beg (flymake-diagnostic-beg diag))
+           (end (flymake-diagnostic-end diag))
+           (menu nil)
+           (failure nil)
+           (last-nonmenu-event ?\r)     ; a keyboard invocation: completing-read, not a popup
+           (start (float-time)))
+      (goto-char beg)
+      (cl-letf (((symbol-function 'completing-read)
+                 (lambda (prompt collection &rest _)
+                   (setq menu (list :prompt prompt
+                                    :items (vconcat (mapcar (lambda (c) (if (consp c) (car c) c))
+                                                            collection))))
+                   title)))
+        (condition-case err
+            (eglot-code-actions beg end nil t)
+          (error (setq failure (error-message-string err)))))
+      (list (- (float-time) start) menu failure))))
+
+(defun frognano-test--scenario-slowfix (buffer)
+  "\"Fix with FrogNano\" on a project whose fix takes minutes: eglot's command must come back
+at once, Emacs and the server stay responsive while the fix runs; then the session ends."
+  (frognano-test--wait-diagnostics buffer)
+  (frognano-test--step "fix command")
+  (frognano-test--put 'first_actions
+                      (vconcat (mapcar #'frognano-test--action-summary
+                                       (frognano-test--first-diag-actions buffer))))
+  (pcase-let ((`(,seconds ,menu ,failure) (frognano-test--pick buffer "Fix with FrogNano")))
+    (frognano-test--put 'fix_command_s seconds)
+    (frognano-test--put 'menu menu)
+    (frognano-test--put 'fix_command_error failure)
+    (when failure (error "Fix with FrogNano failed after %.1f s: %s" seconds failure)))
+  (frognano-test--time 'fix_answered)
+  (frognano-test--step "fixing")
+  (unless (frognano-test--idle (lambda () (equal (frognano-test--state) "fixing")) 10)
+    (error "frognano/status never said \"fixing\" after Fix with FrogNano (last: %S)"
+           (car frognano-test--statuses)))
+  (frognano-test--time 'fixing)
+  ;; While the fix runs: the same command again (M-x eglot-execute-command) joins the running
+  ;; job at once, and the server answers code actions at once.
+  (frognano-test--step "responsive")
+  (let ((action (cl-find "frognano.fix" (frognano-test--get 'first_actions)
+                         :key (lambda (a) (plist-get a :command)) :test #'equal))
+        (start (float-time)))
+    (condition-case err
+        (eglot-execute-command frognano-test--server 'frognano.fix (plist-get action :arguments))
+      (error (frognano-test--put 'again_error (error-message-string err))))
+    (frognano-test--put 'again_s (- (float-time) start)))
+  (let* ((start (float-time))
+         (actions (frognano-test--first-diag-actions buffer)))
+    (frognano-test--put 'actions_during_fix_s (- (float-time) start))
+    (frognano-test--put 'actions_during_fix (vconcat (mapcar #'frognano-test--action-summary actions))))
+  ;; Sit idle for a while, as a user reading the code would, with a timer that must keep firing.
+  (frognano-test--step "watch")
+  (let* ((ticks nil)
+         (timer (run-at-time 0.1 0.1 (lambda () (push (float-time) ticks))))
+         (watch (string-to-number (or (getenv "FROGNANO_TEST_WATCH_S") "4"))))
+    (frognano-test--idle #'ignore watch)
+    (cancel-timer timer)
+    (frognano-test--put 'ticks (length ticks))
+    (frognano-test--put 'max_tick_gap_s (or (cl-loop for (a b) on ticks while b maximize (- a b)) 0)))
+  (frognano-test--put 'state_after_watch (frognano-test--state))
+  (frognano-test--put 'results_before_shutdown (length frognano-test--results))
+  (frognano-test--time 'watched)
+  ;; The user quits (M-x eglot-shutdown) with the fix still running.
+  (frognano-test--step "shutdown")
+  (let ((start (float-time))
+        (process (jsonrpc--process frognano-test--server)))
+    (condition-case err
+        (eglot-shutdown frognano-test--server nil 5 t)
+      (error (frognano-test--put 'shutdown_error (error-message-string err))))
+    (frognano-test--idle (lambda () (not (process-live-p process))) 10)
+    (frognano-test--put 'shutdown_s (- (float-time) start))
+    (frognano-test--put 'server_exit (list :live (frognano-test--bool (process-live-p process))
+                                           :status (format "%s" (process-status process))
+                                           :code (process-exit-status process)))))
+
 (defun frognano-test--main ()
   (let* ((file (getenv "FROGNANO_TEST_FILE"))
          (scenario (or (getenv "FROGNANO_TEST_SCENARIO") "flow"))
@@ -331,6 +468,7 @@ eglot's code-action command.  Returns the diagnostic's region."
       ("unsaved" (frognano-test--scenario-flow
                   buffer nil (string-to-number (or (getenv "FROGNANO_TEST_CLEAR_S") "20"))))
       ("diagnostics" (frognano-test--wait-diagnostics buffer))
+      ("slowfix" (frognano-test--scenario-slowfix buffer))
       (_ (error "unknown scenario %s" scenario)))
     (frognano-test--step "done")))
 
@@ -356,6 +494,10 @@ eglot's code-action command.  Returns the diagnostic's region."
     (frognano-test--put 'statuses (vconcat (reverse frognano-test--statuses)))
     (frognano-test--put 'shown (vconcat (reverse frognano-test--shown)))
     (frognano-test--put 'sent (vconcat (reverse frognano-test--sent)))
+    (frognano-test--put 'commands (vconcat (reverse frognano-test--commands)))
+    (frognano-test--put 'progress (vconcat (reverse frognano-test--progress)))
+    (frognano-test--put 'results (vconcat (reverse frognano-test--results)))
+    (frognano-test--put 'requests (vconcat (reverse frognano-test--requests)))
     (frognano-test--put 'server_alive (frognano-test--bool (and server (jsonrpc-running-p server))))
     (frognano-test--put 'messages (frognano-test--tail "*Messages*" 6000))
     (when server
