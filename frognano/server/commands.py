@@ -129,7 +129,8 @@ def _before_the_edit(ls: FrogNanoServer, project: Project, args: tuple) -> dict 
         texts = [ls.current_text(project, e.path) for e in patch.edits]
         if all(t == e.before for t, e in zip(texts, patch.edits)):
             project.awaiting = patch
-            return RunTestsReply("waiting", message="the tests run once the fix's edit arrives").to_json()
+            # The same shape as a started job's answer; the run's result comes with the edit.
+            return {"status": "waiting", "message": "the tests run once the fix's edit arrives"}
         if all(t == e.after for t, e in zip(texts, patch.edits)):
             fixes.applied_in_editor(ls, project, patch)  # the edit came first: run now
     return None

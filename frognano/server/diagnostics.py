@@ -102,7 +102,11 @@ async def run_tests(ls: FrogNanoServer, project: Project, files: set[str] | None
         project.tests_job.cancel.set()
     handle = project.run_tests(files, ls.snapshot(project), cancel)
     what = "all tests" if files is None else ", ".join(sorted(files))
-    ls.status(project, "running", message=f"running the tests of {what}")
+    fix = project.fix_job
+    if fix is None or fix.done():
+        # (While a fix runs, this run waits behind it on the project's worker: the status
+        # keeps saying "fixing" rather than "running" for minutes.)
+        ls.status(project, "running", message=f"running the tests of {what}")
     try:
         outcome: TestOutcome = await handle.future
     except asyncio.CancelledError:

@@ -58,10 +58,9 @@ class FixReply:
 
 @dataclass(frozen=True)
 class RunTestsReply:
-    """``frognano.runTests``: the run's counts (``state`` ``cancelled`` when a newer one took over;
-    ``waiting`` when a fix action's re-run arrived before its edit and runs once the edit does)."""
+    """``frognano.runTests``: the run's counts (``state`` ``cancelled`` when a newer one took over)."""
 
-    state: State | Literal["cancelled", "waiting"]
+    state: State | Literal["cancelled"]
     failing: list[str] = field(default_factory=list)
     passed: int = 0
     ran: int = 0
@@ -70,7 +69,5 @@ class RunTestsReply:
     def to_json(self) -> dict[str, Any]:
         if self.state == "cancelled":
             return {"state": "cancelled"}
-        if self.state == "waiting":
-            return {"state": "waiting", "message": self.message}
         return {"state": self.state, "failing": list(self.failing), "passed": self.passed, "ran": self.ran,
                 "message": self.message}

@@ -241,9 +241,9 @@ local ok, err = xpcall(function()
   assert(wait(function() return #errors() > 0 end), "no ERROR diagnostics after opening (no save)")
   r.errors = errors()
   r.modified = vim.bo[buf].modified
-  vim.cmd("FrogNanoAutoFix suggest")
-  assert(wait(function() local s = r.statuses[#r.statuses]; return s and s.autoFix == "suggest" end),
-    "autoFix suggest never reached the server's status")
+  vim.cmd("FrogNanoAutoFix off")
+  assert(wait(function() local s = r.statuses[#r.statuses]; return s and s.autoFix == "off" end),
+    "autoFix off never reached the server's status")
 end, debug.traceback)
 r.ok, r.error = ok, (not ok) and tostring(err) or nil
 r.messages = vim.api.nvim_exec2("messages", { output = true }).output
@@ -689,7 +689,8 @@ def test_bare_setup_sends_objects_and_shows_failures_on_open(tmp_path):
     assert not [m for m in r["logs"] if "unknown settings" in m], r["logs"]
     assert {"file": "tests/test_stats.py", "line": 17} in r["errors"], r["errors"]
     assert r["modified"] is False  # the diagnostics came from opening, not from a save
-    assert [s["autoFix"] for s in r["statuses"]][:1] == ["off"] and r["statuses"][-1]["autoFix"] == "suggest"
+    # The server's default (suggest), then the user's change.
+    assert [s["autoFix"] for s in r["statuses"]][:1] == ["suggest"] and r["statuses"][-1]["autoFix"] == "off"
 
 
 @pytest.mark.slow

@@ -470,7 +470,7 @@ async def test_an_applied_fix_clears_the_errors_in_either_order(example, order):
             change(client, source, 2, fixed)
         reply = await run_command(client, fix.command.command, *fix.command.arguments)
         if order != "edit first":
-            assert reply["state"] == "waiting", reply
+            assert reply["status"] == "waiting", reply
             change(client, source, 2, fixed)
         await wait_state(client, "passing", after=0)
         latest = {p.uri: p for p in client.published[n:]}
