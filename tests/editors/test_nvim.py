@@ -54,7 +54,7 @@ local cfg = vim.lsp.config.frognano
 local cmds = vim.api.nvim_get_commands({})
 local r = {
   commands = vim.tbl_filter(function(n) return cmds[n] ~= nil end,
-    { "FrogNanoFix", "FrogNanoRunTests", "FrogNanoAutoFix" }),
+    { "FrogNanoFix", "FrogNanoRunTests", "FrogNanoAutoFix", "FrogNanoUndo" }),
   cmd = cfg.cmd, filetypes = cfg.filetypes, root_markers = cfg.root_markers,
   settings = cfg.settings, init_options = cfg.init_options,
   has_status_handler = cfg.handlers and cfg.handlers["frognano/status"] ~= nil,
@@ -545,7 +545,7 @@ def _explain(r: dict) -> str:
 
 def test_setup_registers_config_and_commands(tmp_path):
     r = _run_nvim(tmp_path, SURFACE_LUA, {}, timeout=30)
-    assert r["commands"] == ["FrogNanoFix", "FrogNanoRunTests", "FrogNanoAutoFix"]
+    assert r["commands"] == ["FrogNanoFix", "FrogNanoRunTests", "FrogNanoAutoFix", "FrogNanoUndo"]
     assert r["cmd"] == [sys.executable, "-m", "frognano", "serve"]
     assert r["filetypes"] == ["python"]
     assert r["root_markers"] == ["pyproject.toml", "setup.py", "setup.cfg", ".git"]

@@ -31,7 +31,7 @@ from tests.editors.slow_project import ANSWER_S, SLOW_FILE, leftover_processes, 
 EXT = REPO / "editors" / "vscode"
 STAMP = EXT / "node_modules" / ".frognano-npm-ci"
 SERVER_COMMANDS = ["frognano.runTests", "frognano.fix", "frognano.applyFix", "frognano.toggleAutoFix",
-                   "frognano.showDiagnosis", "frognano.showEpisode"]
+                   "frognano.undoFix", "frognano.showDiagnosis", "frognano.showEpisode"]
 SETTINGS = ["model", "testArgs", "timeout", "maxCandidates", "maxPairs", "searchSeconds", "episodes", "python",
             "autoFix", "debounceMs"]
 
@@ -102,7 +102,7 @@ def test_manifest_contract():
         assert "default" in prop and (prop.get("markdownDescription") or prop.get("description")), key
     assert props["frognano.serverPath"]["default"] == "frognano"
     assert props["frognano.autoFix"]["enum"] == ["off", "suggest", "apply"]
-    assert props["frognano.autoFix"]["default"] == "off"
+    assert props["frognano.autoFix"]["default"] == "suggest"
     assert props["frognano.debounceMs"]["default"] == 300
 
     for name in ("package-lock.json", "LICENSE", "README.md", "tsconfig.json", "src/extension.ts", ".vscodeignore"):

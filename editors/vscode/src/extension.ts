@@ -31,12 +31,13 @@ export const SERVER_COMMANDS = [
   'frognano.fix',
   'frognano.applyFix',
   'frognano.toggleAutoFix',
+  'frognano.undoFix',
   'frognano.showDiagnosis',
   'frognano.showEpisode',
 ] as const;
 
 /** Server commands that act on a document: from the palette they get the active Python file. */
-const DOCUMENT_COMMANDS = new Set<string>(['frognano.runTests', 'frognano.fix', 'frognano.applyFix', 'frognano.showDiagnosis']);
+const DOCUMENT_COMMANDS = new Set<string>(['frognano.runTests', 'frognano.fix', 'frognano.applyFix', 'frognano.undoFix', 'frognano.showDiagnosis']);
 
 class FrogNano implements vscode.Disposable {
   private client: LanguageClient | undefined;

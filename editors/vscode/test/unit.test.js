@@ -28,7 +28,7 @@ function inspector(user = {}, scope = 'globalValue') {
 }
 
 test('defaults send only the editor settings (pyproject.toml keeps control of the rest)', () => {
-  assert.deepEqual(collectSettings(inspector()), { autoFix: 'off', debounceMs: 300 });
+  assert.deepEqual(collectSettings(inspector()), { autoFix: 'suggest', debounceMs: 300 });
 });
 
 test('explicit values are sent, the most specific scope wins', () => {
@@ -41,7 +41,7 @@ test('explicit values are sent, the most specific scope wins', () => {
 test('wrong types are dropped with a warning naming the key', () => {
   const warnings = [];
   const settings = collectSettings(inspector({ maxPairs: 1.5, autoFix: 'always', python: '' }), (m) => warnings.push(m));
-  assert.deepEqual(settings, { autoFix: 'off', debounceMs: 300 });
+  assert.deepEqual(settings, { autoFix: 'suggest', debounceMs: 300 });
   assert.equal(warnings.length, 2);
   assert.match(warnings.join('\n'), /frognano\.maxPairs/);
   assert.match(warnings.join('\n'), /frognano\.autoFix.*off \| suggest \| apply/);
@@ -63,7 +63,7 @@ test('every server setting of the contract is contributed with a default and a d
     assert.ok(prop.markdownDescription || prop.description, `${key} description`);
   }
   assert.deepEqual(props['frognano.autoFix'].enum, ['off', 'suggest', 'apply']);
-  assert.equal(props['frognano.autoFix'].default, 'off');
+  assert.equal(props['frognano.autoFix'].default, 'suggest');
   assert.equal(props['frognano.debounceMs'].default, 300);
 });
 

@@ -327,10 +327,32 @@ function M.auto_fix(mode)
   notify("autoFix = " .. mode)
 end
 
+--- Undo the last fix FrogNano applied in the project of `bufnr` (frognano.undoFix: what
+--- `frognano undo` does); the buffers then reload from disk.
+function M.undo(bufnr)
+  bufnr = resolve(bufnr)
+  local client = M.client(bufnr)
+  if not client then
+    return notify("not attached to this buffer", vim.log.levels.WARN)
+  end
+  local command = { title = "Undo FrogNano fix", command = "frognano.undoFix", arguments = { vim.uri_from_bufnr(bufnr) } }
+  client:exec_cmd(command, { bufnr = bufnr }, function(err, result)
+    if err then
+      return notify("undo failed: " .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
+    end
+    if result and result.undone then
+      vim.cmd("checktime")
+      return notify("undid the fix in " .. table.concat(result.files or {}, ", "))
+    end
+    notify((result and result.reason) or "nothing to undo", vim.log.levels.WARN)
+  end)
+end
+
 local function create_commands()
   local cmd = vim.api.nvim_create_user_command
   cmd("FrogNanoFix", function() M.fix(0) end, { desc = "FrogNano: apply the verified fix, or search for one" })
   cmd("FrogNanoRunTests", function() M.run_tests(0) end, { desc = "FrogNano: run the tests" })
+  cmd("FrogNanoUndo", function() M.undo(0) end, { desc = "FrogNano: undo the last fix applied" })
   cmd("FrogNanoAutoFix", function(o) M.auto_fix(o.args) end, {
     nargs = "?",
     complete = function() return AUTOFIX_MODES end,
