@@ -66,6 +66,7 @@ FEATURES: list[tuple[str, Any, Any]] = [
 
 def create_server() -> FrogNanoServer:
     server = FrogNanoServer()
+    server.after_run = lambda project, outcome: fixes.after_run(server, project, outcome)
     for method, handler, options in FEATURES:
         server.feature(method, options)(handler)
     for name, handler in commands.COMMANDS.items():

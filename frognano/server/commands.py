@@ -40,6 +40,7 @@ CMD_UNDO_FIX = "frognano.undoFix"
 CMD_SHOW_DIAGNOSIS = fixes.CMD_SHOW_DIAGNOSIS
 CMD_SHOW_EPISODE = fixes.CMD_SHOW_EPISODE
 RESULT = "frognano/result"  # a started command's outcome, once its work ends
+ANSWER_FIRST_S = 0.05  # the started work waits this long after the answer (see ``started``)
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,10 @@ def started(ls: FrogNanoServer, name: str, project: Project, work: Callable[[], 
     job = f"{name.rsplit('.', 1)[-1]}-{ls.job_count}"
 
     async def run() -> None:
+        # The answer goes out first, on its own: Emacs 28's jsonrpc leaves a message that came
+        # in the same read as the answer to a synchronous request unread until more output
+        # arrives, so eglot saw "fixing" only once the fix ended.
+        await asyncio.sleep(ANSWER_FIRST_S)
         try:
             result = await work()
         except asyncio.CancelledError:
@@ -123,16 +128,9 @@ def _before_the_edit(ls: FrogNanoServer, project: Project, args: tuple) -> dict 
     the text the fix replaces, so the run waits for the edit (``fixes.edit_arrived``); one that
     follows it notes the fix applied (for ``frognano undo``) and runs now (None)."""
     files = {found[1] for a in args if isinstance(a, str) and (found := ls.locate(a)) and found[0] is project}
-    for patch in fixes.offered_patches(project):
-        if set(patch.files) != files:
-            continue
-        texts = [ls.current_text(project, e.path) for e in patch.edits]
-        if all(t == e.before for t, e in zip(texts, patch.edits)):
-            project.awaiting = patch
-            # The same shape as a started job's answer; the run's result comes with the edit.
-            return {"status": "waiting", "message": "the tests run once the fix's edit arrives"}
-        if all(t == e.after for t, e in zip(texts, patch.edits)):
-            fixes.applied_in_editor(ls, project, patch)  # the edit came first: run now
+    if fixes.rerun_requested(ls, project, files):
+        # The same shape as a started job's answer; the run's result comes with the edit.
+        return {"status": "waiting", "message": "the tests run once the fix's edit arrives"}
     return None
 
 

@@ -3,7 +3,8 @@
 A save (an opened file in a project without results, a change on disk, an applied fix) asks
 for the tests it affects after ``debounceMs``; the run happens on the project's
 worker thread (``jobs.py``) and only the newest run's results are published.  A failing run
-starts a fix job when ``autoFix`` is on (``fixes.py``).
+starts a fix job when ``autoFix`` is on: ``ls.after_run`` is ``fixes.after_run`` (wired in
+``app.py``, so this module does not import the fixes that import it).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import threading
 
 from lsprotocol import types
 
-from . import convert, fixes
+from . import convert
 from .jobs import Debouncer, Project, Snapshot, TestOutcome
 from .state import FrogNanoServer, plural
 
@@ -32,7 +33,7 @@ def summarize(ls: FrogNanoServer, project: Project, outcome: TestOutcome) -> Non
         first = run.collect_errors[0]
         ls.status(project, "error", len(run.failing), f"cannot collect {first.nodeid or 'the tests'}: {first.summary}")
     elif run.failing:
-        ready = fixes.valid_fix(ls, project)
+        ready = project.offer.valid(project.state, lambda rel: ls.current_text(project, rel))
         if ready is not None:
             ls.status(project, "fixed", len(run.failing), ready.title)
         else:
@@ -123,12 +124,11 @@ async def run_tests(ls: FrogNanoServer, project: Project, files: set[str] | None
     if outcome.state != "error":
         project.last = outcome
         if not outcome.failing:
-            project.ready = None  # nothing left to fix
+            project.offer.drop()  # nothing left to fix
     publish(ls, project, outcome)
     summarize(ls, project, outcome)
-    if (outcome.failing and not outcome.run.collect_errors and ls.options.auto_fix != "off"
-            and fixes.valid_fix(ls, project) is None):
-        ls.spawn(fixes.fix(ls, project, explicit=False))
+    if ls.after_run is not None:  # fixes.after_run: the background search when autoFix is on
+        ls.after_run(project, outcome)
     return outcome
 
 

@@ -16,6 +16,7 @@ from lsprotocol import types
 
 from . import convert, diagnostics, progress
 from .jobs import FixOutcome, Project, ReadyFix
+from .offer import MAX_ALTERNATIVES
 from .replies import ApplyReply, FixReply
 from .state import FrogNanoServer
 
@@ -25,7 +26,6 @@ CMD_FIX = "frognano.fix"
 CMD_RUN_TESTS = "frognano.runTests"
 CMD_SHOW_DIAGNOSIS = "frognano.showDiagnosis"
 CMD_SHOW_EPISODE = "frognano.showEpisode"
-MAX_ALTERNATIVES = 3  # verified alternatives offered after the preferred fix
 # The last argument of a fix action's re-run command: the client runs it after applying the
 # edit, but may send it before the edit itself (eglot does), so the server can tell.
 AFTER_FIX = {"frognano": "afterFix"}
@@ -33,71 +33,60 @@ AFTER_FIX = {"frognano": "afterFix"}
 
 def valid_fix(ls: FrogNanoServer, project: Project) -> ReadyFix | None:
     """The ready fix, if it was computed for exactly what the editor and the disk hold now."""
-    ready = project.ready
-    if ready is None or ready.state != project.state:
-        return None
-    for edit in ready.fix.patch.edits:
-        if ls.current_text(project, edit.path) != edit.before:
-            return None
-    return ready
-
-
-def offered_patches(project: Project) -> list:
-    """The patches the code actions offer now: the ready fix and its alternatives."""
-    ready = project.ready
-    return [] if ready is None else [ready.fix.patch, *(alt.patch for alt in ready.alternatives[:MAX_ALTERNATIVES])]
+    return project.offer.valid(project.state, lambda rel: ls.current_text(project, rel))
 
 
 def applied_in_editor(ls: FrogNanoServer, project: Project, patch) -> None:
     """The editor applied ``patch``: recorded for ``frognano undo`` once its text is on disk."""
-    project.applied = patch
-    project.unrecorded = patch
+    project.offer.mark_applied(patch)
     record_if_saved(ls, project)
 
 
 def record_if_saved(ls: FrogNanoServer, project: Project) -> None:
     """The undo record of the fix the editor applied, once every file of it holds the fix's text
-    on disk (a save, or an edit the editor wrote to a file it had not opened).  A file that then
-    holds something else: the user moved on, and there is nothing of ours to undo."""
-    patch = project.unrecorded
+    on disk (a save, or an edit the editor wrote to a file it had not opened)."""
+    patch = project.offer.to_record(lambda rel: ls.disk_text(project.path(rel)))
     if patch is None:
         return
     from ..errors import ApplyError
     from ..repair.apply import record_applied
 
-    texts = [ls.disk_text(project.path(e.path)) for e in patch.edits]
-    if all(t == e.after for t, e in zip(texts, patch.edits)):
-        project.unrecorded = None
-        try:
-            record_applied(project.root, patch)
-        except ApplyError as exc:
-            ls.log(f"FrogNano: the applied fix has no undo record: {exc}", types.MessageType.Warning)
-            return
-        ls.log(f"FrogNano: the applied fix is recorded; `frognano undo {project.folder}` restores "
-               f"{', '.join(patch.files)}")
-    elif not all(t in (e.before, e.after) for t, e in zip(texts, patch.edits)):
-        project.unrecorded = None
+    try:
+        record_applied(project.root, patch)
+    except ApplyError as exc:
+        ls.log(f"FrogNano: the applied fix has no undo record: {exc}", types.MessageType.Warning)
+        return
+    ls.log(f"FrogNano: the applied fix is recorded; `frognano undo {project.folder}` restores "
+           f"{', '.join(patch.files)}")
+
+
+def rerun_requested(ls: FrogNanoServer, project: Project, files: set[str]) -> bool:
+    """A fix action's re-run: True when it waits for the action's edit (``edit_arrived``)."""
+    outcome = project.offer.rerun_requested(files, lambda rel: ls.current_text(project, rel))
+    if outcome == "applied":
+        record_if_saved(ls, project)
+    return outcome == "waiting"
 
 
 def edit_arrived(ls: FrogNanoServer, project: Project) -> bool:
-    """After a document event: when the awaited fix's text is now what the editor and the disk
-    hold, its re-run starts (the tests of its files, at once; a run of the text before it is
-    superseded, so its diagnostics are never published over the fixed buffer).  Text that is
-    neither the fix's nor the one it fixed: the user moved on, and saves run the tests."""
-    patch = project.awaiting
+    """After a document event: when the awaited fix's text is now what the editor holds, its
+    re-run starts (the tests of its files, at once; a run of the text before it is superseded,
+    so its diagnostics are never published over the fixed buffer)."""
+    patch = project.offer.arrived(lambda rel: ls.current_text(project, rel))
     if patch is None:
         return False
-    texts = [ls.current_text(project, e.path) for e in patch.edits]
-    if all(t == e.after for t, e in zip(texts, patch.edits)):
-        project.awaiting = None
-        applied_in_editor(ls, project, patch)
-        files = set(patch.files)
-        diagnostics.debouncer(ls, project).take()
-        ls.spawn(diagnostics.run_tests(ls, project, files))
-        return True
-    if not all(t in (e.before, e.after) for t, e in zip(texts, patch.edits)):
-        project.awaiting = None
-    return False
+    record_if_saved(ls, project)
+    diagnostics.debouncer(ls, project).take()
+    ls.spawn(diagnostics.run_tests(ls, project, set(patch.files)))
+    return True
+
+
+def after_run(ls: FrogNanoServer, project: Project, outcome) -> None:
+    """After a published test run: failing, with autoFix on and nothing verified for these
+    files, starts the background search (``Offer.should_search``)."""
+    if project.offer.should_search(ls.options.auto_fix, bool(outcome.failing), bool(outcome.run.collect_errors),
+                                   project.state, lambda rel: ls.current_text(project, rel)):
+        ls.spawn(fix(ls, project, explicit=False))
 
 
 def fix_edit(ls: FrogNanoServer, project: Project, ready: ReadyFix) -> types.WorkspaceEdit:
@@ -173,7 +162,7 @@ async def fix(ls: FrogNanoServer, project: Project, explicit: bool = True,
             message=f"FrogNano: {reply.message}"))
     if reply.status == "fixed" and ls.options.auto_fix == "apply":
         ready = valid_fix(ls, project)
-        if ready is not None and project.applied == ready.fix.patch:
+        if ready is not None and project.offer.applied == ready.fix.patch:
             # The editor said it applied this very patch, yet the files still hold the text it
             # fixes: sending it again would loop (apply, re-run, fail, fix, apply...).
             ls.log("FrogNano: the editor reported this fix applied, but the files did not change; "
@@ -201,7 +190,7 @@ def fix_done(ls: FrogNanoServer, project: Project, outcome: FixOutcome) -> FixRe
         ls.status(project, "error", failing, message)
         return FixReply("error", message=message)
     if report.status == "passing":
-        project.ready = None
+        project.offer.drop()
         ls.status(project, "passing", 0, report.message)
         return FixReply("passing", message=report.message)
     if report.status != "fixed" or report.fix is None:
@@ -210,9 +199,9 @@ def fix_done(ls: FrogNanoServer, project: Project, outcome: FixOutcome) -> FixRe
         return FixReply("unfixed", message=report.message)
     title = convert.fix_title(report.fix)
     episodes = [str(e.record) for e in report.episodes if e.record]
-    project.ready = ReadyFix(report.fix, outcome.snapshot.state, title, episodes, list(report.alternatives))
+    project.offer.ready = ReadyFix(report.fix, outcome.snapshot.state, title, episodes, list(report.alternatives))
     if not current or valid_fix(ls, project) is None:
-        project.ready = None
+        project.offer.drop()
         message = "the files changed while the fix was computed; save to run again"
         ls.log(f"FrogNano: fix dropped: {message}")
         ls.status(project, "failing", failing, message)
@@ -237,7 +226,7 @@ async def apply_fix(ls: FrogNanoServer, project: Project) -> ApplyReply:
         reason = (result.failure_reason or "") if result else "no answer"
     except Exception as exc:  # noqa: BLE001 - an error answer is a rejection
         applied, reason = False, str(exc)
-    project.ready = None  # applied, or refused: either way it is not offered again
+    project.offer.drop()  # applied, or refused: either way it is not offered again
     failing = len(project.last.failing) if project.last else 0
     if applied:
         applied_in_editor(ls, project, ready.fix.patch)

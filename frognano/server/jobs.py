@@ -32,12 +32,13 @@ from ..progress import Progress, Relay
 from ..repair.engine import Engine, FixReport, NothingToTest
 from ..repair.incremental import Selection, Session
 from ..repair.localize import Location
-from ..repair.patch import Fix, Patch
+from ..repair.patch import Fix
 from ..runtime.lazy import LazyModel
 from ..sandbox.results import RunResult
 from ..sandbox.spectra import CoverageMap
 from ..sandbox.workspace import IGNORED_DIRS, Workspace
 from . import convert
+from .offer import Offer
 
 log = logging.getLogger(__name__)
 
@@ -169,7 +170,7 @@ class JobHandle:
 class Project:
     """A workspace folder: its engine on a worker thread and everything known about its tests.
 
-    Attributes written by the event loop only: ``settings``, ``state``, ``ready``, ``last``,
+    Attributes written by the event loop only: ``settings``, ``state``, ``offer``, ``last``,
     the job handles.  The worker thread owns the engine and the merged test state.
     """
 
@@ -178,14 +179,7 @@ class Project:
         self.folder = Path(os.path.normpath(folder or root))  # as the client spells it
         self.settings = Settings()
         self.state = 0
-        self.ready: ReadyFix | None = None
-        self.applied: Patch | None = None  # the patch the editor last said it applied (never re-sent)
-        # A fix whose code action ran its re-run command before the edit reached the server
-        # (eglot sends the command first): the tests re-run when the edit arrives.
-        self.awaiting: Patch | None = None
-        # A fix the editor applied whose text has not reached the disk yet: once saved, it gets
-        # the undo record ``frognano fix --apply`` keeps (``fixes.record_if_saved``).
-        self.unrecorded: Patch | None = None
+        self.offer = Offer()  # the verified fix and its lifecycle (offer.py)
         self.last: TestOutcome | None = None  # the last published run
         self.tests_job: JobHandle | None = None
         self.fix_job: JobHandle | None = None

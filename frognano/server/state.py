@@ -12,7 +12,7 @@ import concurrent.futures
 import logging
 import os
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +71,9 @@ class FrogNanoServer(LanguageServer):
         # state it started for); a second request for the same work joins the first.
         self.command_jobs: dict[tuple[str, Path], tuple[str, asyncio.Task, int]] = {}
         self.job_count = 0
+        # Called after every published test run (fixes.after_run, wired in app.py): diagnostics
+        # run the tests, fixes decide whether to search, and neither imports the other for it.
+        self.after_run: Callable[[Project, Any], None] | None = None
         self.folderless = False  # no workspace folder and no root: projects come from the files
         # Set once the first settings have arrived: a save before that would run the tests with
         # the defaults (another interpreter, say), then again, from scratch, with the settings.
