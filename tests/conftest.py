@@ -21,6 +21,16 @@ def _private_cache(tmp_path_factory, monkeypatch):
     return cache
 
 
+def sigint_default() -> None:
+    """``preexec_fn`` for a process a test sends Ctrl-C (SIGINT): its default disposition back.
+    A suite started in the background without job control (``cmd &`` in a script, ``nohup``)
+    inherits SIGINT ignored, and Python then installs no KeyboardInterrupt handler, so the
+    Ctrl-C tests failed there and nowhere else."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def write_project(root: Path, files: dict[str, str]) -> Path:
     """Write ``files`` (dedented) under ``root`` and return it."""
     for rel, text in files.items():

@@ -12,6 +12,8 @@ import time
 
 import pytest
 
+from tests.conftest import sigint_default
+
 from frognano.repair.harness import ToolCall, render_tool_call
 
 from ..conftest import write_project
@@ -50,7 +52,8 @@ def test_a_signal_mid_episode_leaves_the_record(tmp_path, signum):
     env = {**os.environ, "FROGNANO_CACHE_DIR": str(cache), "FROGNANO_MAX_CANDIDATES": "0",
            "FROGNANO_MAX_PAIRS": "0", "FROGNANO_EPISODES": "1", "FROGNANO_TIMEOUT": "120"}
     proc = subprocess.Popen([sys.executable, "-m", "frognano", "fix", str(project), "--model", f"replay:{script}"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=sigint_default)
     try:
         deadline = time.monotonic() + 120
         records: list = []

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import sigint_default
 from rich.console import Console
 
 from frognano.cli.watch import watch
@@ -273,7 +275,7 @@ def test_command_line_edit_during_search_then_ctrl_c(example, tmp_path):
     with open(out, "wb") as fh:
         proc = subprocess.Popen([sys.executable, "-m", "frognano", "watch", str(project), "--apply"],
                                 stdout=fh, stderr=subprocess.STDOUT, env=os.environ.copy(),
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=sigint_default)
     try:
         def wait_for(text: str, timeout: float = 60) -> str:
             deadline = time.monotonic() + timeout
@@ -307,7 +309,8 @@ def test_command_line_json_lines_with_k(example, tmp_path):
     out, err = tmp_path / "out.jsonl", tmp_path / "err.txt"
     with open(out, "wb") as fo, open(err, "wb") as fe:
         proc = subprocess.Popen([sys.executable, "-m", "frognano", "watch", str(project), "--json", "-k", "adult"],
-                                stdout=fo, stderr=fe, env={**os.environ, "COLUMNS": "80"}, start_new_session=True)
+                                stdout=fo, stderr=fe, env={**os.environ, "COLUMNS": "80"}, start_new_session=True,
+                                preexec_fn=sigint_default)
     try:
         def records(n: int, timeout: float = 60) -> list[dict]:
             deadline = time.monotonic() + timeout

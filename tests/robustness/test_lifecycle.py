@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import sigint_default
+
 from ..conftest import write_project
 from .test_server import RawServer, frame
 
@@ -365,7 +367,8 @@ def test_watch_apply_on_a_read_only_project_says_so_and_goes_on(tmp_path):
     with open(out, "wb") as fh:
         proc = subprocess.Popen(["unshare", "-rm", "sh", "-c", READ_ONLY, str(project),
                                  sys.executable, "-m", "frognano", "watch", str(project), "--apply"],
-                                stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+                                stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                                preexec_fn=sigint_default)
     try:
         deadline = time.monotonic() + 120
         while "Verified fix" not in out.read_text(errors="replace"):
