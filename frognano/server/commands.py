@@ -175,9 +175,8 @@ def toggle_auto_fix(ls: FrogNanoServer, *args: Any) -> str:
     state = ls.last_status or convert.Status("idle")
     ls.status(ls.active, state.state, state.failing, state.message)
     project = ls.active or next(iter(ls.projects.values()), None)
-    if (ls.options.auto_fix != "off" and project is not None and project.last is not None
-            and project.last.failing and (project.fix_job is None or project.fix_job.done())):
-        ls.spawn(fixes.fix(ls, project, explicit=False))
+    if project is not None and project.last is not None and (project.fix_job is None or project.fix_job.done()):
+        fixes.after_run(ls, project, project.last)  # the same decision as after a run (Offer.should_search)
     return ls.options.auto_fix
 
 
