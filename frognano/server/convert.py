@@ -169,10 +169,26 @@ def _failing_covering(loc: Location, coverage: CoverageMap, failing: Sequence[st
     return max(loc.frames, loc.last, 1 if failing else 0)
 
 
-def suspicious_message(loc: Location, n_failing: int) -> str:
+def suspicious_message(loc: Location, n_failing: int, failure: str = "") -> str:
+    """The suspicious line's message; ``failure``: the failing test and its first line, on a
+    line of its own.  An editor that shows diagnostics of open files only (eglot) shows the
+    test's Error only once the test file is open; this line says what fails meanwhile."""
     plural = "s" if n_failing != 1 else ""
     where = f" in {loc.function}" if loc.function else ""
-    return f"suspicious: score {loc.score:.2f} ({n_failing} failing test{plural}){where}"
+    return f"suspicious: score {loc.score:.2f} ({n_failing} failing test{plural}){where}" + (
+        f"\nfails: {failure}" if failure else "")
+
+
+def _first_failure(run: RunResult, loc: Location, coverage: CoverageMap, failing: Sequence[str]) -> str:
+    """The first failing test that runs ``loc`` (any, without coverage) and its message's first line."""
+    covering = coverage.tests_covering(loc.path, loc.lines) if coverage else set(failing)
+    nodeid = next((n for n in failing if n in covering), None)
+    if nodeid is None:
+        return ""
+    summary = (run.tests[nodeid].summary or "").splitlines()
+    first = summary[0] if summary else ""
+    first = first if len(first) <= 120 else first[:117] + "..."
+    return f"{nodeid}: {first}" if first else nodeid
 
 
 def top_locations(locations: Sequence[Location], limit: int = 3) -> list[Location]:
@@ -225,7 +241,8 @@ def failure_diagnostics(run: RunResult, locations: Sequence[Location], coverage:
             n = _failing_covering(loc, coverage, failing)
             out.setdefault(loc.path, []).append(types.Diagnostic(
                 range=line_range(texts.get(loc.path), loc.line, loc.end_line, encoding),
-                message=suspicious_message(loc, n), severity=types.DiagnosticSeverity.Information,
+                message=suspicious_message(loc, n, _first_failure(run, loc, coverage, failing)),
+                severity=types.DiagnosticSeverity.Information,
                 code=CODE_SUSPICIOUS, source=SOURCE, related_information=sites[:10] or None,
                 data={"kind": "suspicious", "score": round(loc.score, 4)}))
     return out

@@ -143,6 +143,9 @@ def _check_until_fix(r: dict, project: Path) -> None:
     # flymake: a note at the suspicious line of the buggy source; the failing test's Error is
     # kept for its file, which is not visited (flymake-list-only-diagnostics).
     assert (15, "eglot-note") in _buffer_diags(r), _explain(r)
+    # The note itself says which test fails and how (a flymake user sees it without opening the test).
+    note = next(d for d in r["diagnostics"] if d["line"] == 15)
+    assert "fails: tests/test_stats.py::test_is_adult[18-True]: " in note["text"], note
     assert all(d["lsp"]["source"] == "frognano" for d in r["diagnostics"])
     assert ("tests/test_stats.py", 17, "eglot-error") in _other_diags(r), _explain(r)
 
@@ -250,6 +253,9 @@ def test_eglot_project_without_git(eglot, tmp_path):
 
     assert r["ok"], _explain(r)
     assert (15, "eglot-note") in _buffer_diags(r), _explain(r)
+    # The note itself says which test fails and how (a flymake user sees it without opening the test).
+    note = next(d for d in r["diagnostics"] if d["line"] == 15)
+    assert "fails: tests/test_stats.py::test_is_adult[18-True]: " in note["text"], note
     assert ("tests/test_stats.py", 17, "eglot-error") in _other_diags(r), _explain(r)
     states = [s["state"] for s in r["statuses"]]
     assert "failing" in states, states

@@ -81,7 +81,8 @@ def test_failure_and_suspicious_diagnostics():
         ("file:///p/calc/stats.py", "traceback: is_adult")}
     (info,) = out["calc/stats.py"]
     assert info.severity == types.DiagnosticSeverity.Information
-    assert info.message == "suspicious: score 0.58 (1 failing test) in is_adult"
+    assert info.message == ("suspicious: score 0.58 (1 failing test) in is_adult\n"
+                            f"fails: {nodeid}: AssertionError: assert False is True")
 
 
 def test_collect_error_sites_map_the_shadow_back():
