@@ -35,10 +35,12 @@ def collect_error(root: Path, run: RunResult, python: str | None = None) -> Proj
     else:
         where = f" {first.nodeid}" if first.nodeid else ""
         message = f"cannot collect{where}: {first.summary}{more}"
-    missing = _MISSING.search(first.message)
-    if missing is not None:
+    # The last one: an earlier ``No module named`` in a chained traceback is one the project
+    # handled (``try: import ujson except ImportError: ...``); the last is what stopped the import.
+    missing = _MISSING.findall(first.message)
+    if missing:
         under = f" under {python}" if python else ""
-        message += (f"; hint: the tests run{under}, which lacks {missing['name'].split('.')[0]}: "
+        message += (f"; hint: the tests run{under}, which lacks {missing[-1].split('.')[0]}: "
                     "set python = \"path/to/the/project's/python\" in [tool.frognano] "
                     "(or FROGNANO_PYTHON), or install it there")
     return ProjectError(message)

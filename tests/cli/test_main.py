@@ -162,7 +162,11 @@ def test_directory_with_no_tests(make_project):
       'set python = "', "[tool.frognano]"]),
     (b"NAME = 'caf\xe9'\n\ndef clamp(x):\n    return x\n",
      ["error: m.py:1: SyntaxError", "'utf-8' codec can't decode"]),
-], ids=["syntax-error", "collection-error", "non-utf8-imported"])
+    # A missing module the project handles, then one it does not: the hint names the second.
+    ("try:\n    import handled_missing_speedup\nexcept ImportError:\n    import really_missing_dependency\n\n"
+     "def clamp(x):\n    return x\n",
+     ["lacks really_missing_dependency", 'set python = "']),
+], ids=["syntax-error", "collection-error", "non-utf8-imported", "missing-after-a-handled-one"])
 def test_project_that_cannot_be_collected(make_project, source, needles):
     root = make_project({"tests/test_m.py": "from m import clamp\n\ndef test_c():\n    assert clamp(1) == 1\n"})
     (root / "m.py").write_bytes(source if isinstance(source, bytes) else source.encode())
