@@ -93,6 +93,18 @@ def main() -> None:
     and the tests that passed before still pass.  Your files are only written with --apply.
     """
     _terminate_like_interrupt()
+    _quiet_project_compile_warnings()
+
+
+def _quiet_project_compile_warnings() -> None:
+    """This process parses and compiles the project's code (localisation, operators, the
+    syntax check of every candidate): the ``SyntaxWarning``s of that code (an invalid escape
+    sequence, ``is`` with a literal) are the project's, and its own test runs show them.
+    Printed here they broke the one-line error and ``--json``'s clean stderr.  FrogNano's own
+    modules are compiled before this runs."""
+    import warnings
+
+    warnings.filterwarnings("ignore", category=SyntaxWarning)
 
 
 def _terminate_like_interrupt() -> None:

@@ -214,6 +214,19 @@ def test_hanging_tests_are_bounded_and_fixed(make_project):
     assert "`2` -> `1`" in out["fix"]["notes"][0]
 
 
+def test_the_projects_compile_warnings_stay_out_of_json_mode(make_project):
+    """Compiling the project's code (the syntax check of every candidate) raised its
+    SyntaxWarnings in FrogNano's process, onto a stderr that --json keeps clean."""
+    root = make_project({
+        "m.py": "def is_one(x):\n    return x is 1\n\ndef add(a, b):\n    return a - b\n",
+        "tests/test_m.py": "from m import add\n\ndef test_add():\n    assert add(1, 2) == 3\n",
+    })
+    proc = frognano("fix", str(root), "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["status"] == "fixed"
+    assert "SyntaxWarning" not in proc.stderr, proc.stderr
+
+
 def test_test_that_kills_its_own_process(make_project):
     root = make_project({
         "m.py": "def one():\n    return 1\n",
