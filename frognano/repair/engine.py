@@ -262,8 +262,22 @@ class Engine:
             raise UsageError(f"pytest refused the arguments: {first_error(run.log_tail)}")
         if not run.tests:
             if k:
-                raise NothingToTest(f"no tests match -k {k!r} in {self.ws.root}")
+                raise NothingToTest(f"no tests match -k {k!r} in {self.ws.root}" + self._uncollected(k))
             raise NothingToTest(f"no tests found in {self.ws.root} (pytest collected nothing)")
+
+    def _uncollected(self, k: str) -> str:
+        """For ``-k`` naming a file (``tests_tqdm.py``) that exists but that pytest does not
+        collect: why nothing matched.  -k matches collected names; an uncollected file has none."""
+        name = k.strip().strip("'\"")
+        if not name.endswith(".py"):
+            return ""
+        found = sorted(rel for rel in self.ws.entries if rel == name or rel.endswith("/" + name))
+        if not found:
+            return ""
+        return (f": {found[0]} exists, but pytest does not collect it (its name matches none of "
+                "python_files: test_*.py and *_test.py unless the project's pytest configuration "
+                "says otherwise); add its pattern to python_files, or give the file as a path in "
+                "test_args")
 
     def baseline(self, k: str | None = None) -> RunResult:
         """Run the selected tests with per-test coverage; errors that stop everything raise."""

@@ -123,6 +123,13 @@ def test_keyword_selection(example):
     assert proc.returncode == 0 and json.loads(proc.stdout)["status"] == "passing"
     none = frognano("fix", str(project), "-k", "nothing_matches_this")
     assert none.returncode == 2 and "no tests match -k" in none.stderr
+    assert "exists, but pytest does not collect it" not in none.stderr
+    # -k naming a file that pytest's python_files does not collect: said, not just "no tests".
+    (project / "tests" / "checks_stats.py").write_text("def test_x():\n    assert True\n")
+    uncollected = frognano("fix", str(project), "-k", "checks_stats.py")
+    assert uncollected.returncode == 2, uncollected.stderr
+    assert "tests/checks_stats.py exists, but pytest does not collect it" in uncollected.stderr
+    assert "python_files" in uncollected.stderr
 
 
 # -- bad input: a clear one-line message, the right exit code, nothing written ------------------
