@@ -252,6 +252,13 @@ class Engine:
         denied = self.runner.denial_note(named)
         if denied and denied not in self.notes:
             self.notes.append(denied)
+        from ..sandbox.denials import refusal_note
+
+        explained = set(named.denied.values())  # the tests the write note names
+        refused = refusal_note({n: run.tests[n].message for n in run.failing if n in run.tests},
+                               run.confinement, explained)
+        if refused and refused not in self.notes:
+            self.notes.append(refused)
 
     def check(self, run: RunResult, k: str | None = None) -> None:
         """Raise the named error of a run that cannot be diagnosed: a module that does not

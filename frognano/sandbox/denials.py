@@ -77,3 +77,24 @@ def _may_write(path: str) -> bool:
             return False
         probe = parent
     return os.access(probe, os.W_OK)
+
+
+# What a confined test gets for a refused call: EACCES (Landlock: a write outside, a TCP bind or
+# connect) or EPERM (seccomp, the namespaces).
+_REFUSED = re.compile(r"^(PermissionError|OSError): \[Errno (1|13)\] (Operation not permitted|Permission denied)")
+
+
+def refusal_note(messages: dict[str, str], confinement: str, explained: set[str]) -> str | None:
+    """One line for failing tests that ended in a refused call under confinement that the write
+    probe did not explain (``messages``: node id -> the failure's first line; ``explained``: the
+    tests the write note names).  The commonest is a socket (a test that starts a local server:
+    ``server_bind`` raises it); the search's "none of the N edits passed" never said so."""
+    if not confinement:
+        return None
+    refused = sorted(n for n, text in messages.items() if n not in explained and _REFUSED.match(text))
+    if not refused:
+        return None
+    more = f" and {len(refused) - 1} more" if len(refused) > 1 else ""
+    return (f"{refused[0]}{more} failed on a call the sandbox refused ({messages[refused[0]].split(':')[0]}): "
+            "confined tests get no network, not even a local server, and write only in the shadow copy; "
+            'if they need either, run them unconfined with [tool.frognano] sandbox = "off"')

@@ -201,6 +201,32 @@ def test_sandbox_writable_lets_a_path_through(tmp_path):
 
 # -- network ------------------------------------------------------------------------------------
 
+@landlock
+def test_a_test_that_starts_a_local_server_is_named_with_the_setting(tmp_path):
+    """The sandbox refuses the bind (PermissionError in socketserver's server_bind): the report
+    names the test and the setting, where it used to say only that no edit passed."""
+    root = write_project(tmp_path / "proj", {
+        "srv.py": """
+            import socketserver
+
+            def start():
+                return socketserver.TCPServer(("127.0.0.1", 0), socketserver.BaseRequestHandler).server_address[1]
+        """,
+        "tests/test_srv.py": """
+            from srv import start
+
+            def test_server():
+                assert start() > 0
+        """,
+    })
+    with Workspace(root) as ws, Engine(ws, load_settings(root, environ={})) as engine:
+        report = engine.fix()
+    assert report.failing == ["tests/test_srv.py::test_server"]
+    (note,) = [n for n in report.notes if "refused" in n]
+    assert note.startswith("tests/test_srv.py::test_server failed on a call the sandbox refused (PermissionError)")
+    assert 'sandbox = "off"' in note and "no network" in note
+
+
 @pytest.fixture
 def listener():
     server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
