@@ -50,6 +50,10 @@ class TestResult:
         return first if len(first) <= 200 else first[:197] + "..."
 
 
+# An exception's first line: "ModuleNotFoundError: ...", "pytest.PytestRemovedIn9Warning: ...".
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*: ")
+
+
 @dataclass(frozen=True)
 class CollectError:
     nodeid: str
@@ -59,10 +63,14 @@ class CollectError:
     @property
     def summary(self) -> str:
         lines = [ln for ln in self.message.strip().splitlines() if ln.strip()]
-        # pytest puts the exception line ("E   SyntaxError: ...") near the end.
-        for ln in reversed(lines):
-            if ln.lstrip().startswith("E "):
-                return ln.lstrip()[1:].strip()[:200]
+        # pytest puts the exception line ("E   SyntaxError: ...") near the end; an exception
+        # whose message runs over several "E" lines ends with its last sentence ("See https://...
+        # about how to update your code."), which alone is a fragment: the line that names the
+        # exception is the summary.
+        errors = [ln.lstrip()[1:].strip() for ln in lines if ln.lstrip().startswith("E ")]
+        named = [e for e in errors if _EXCEPTION_LINE.match(e)]
+        if named or errors:
+            return (named or errors)[-1][:200]
         return (lines[-1] if lines else "collection error")[:200]
 
 

@@ -171,3 +171,17 @@ def test_runner_cancel_kills_the_run_in_flight(make_project):
                 assert run.cancelled and run.tests == {}
                 assert runner.run(None, cancel=cancel).cancelled  # already set: nothing starts
                 assert Path(ws.shadow).is_dir()
+
+
+def test_a_collection_errors_summary_is_the_exception_line_not_its_last_sentence():
+    """An exception whose message runs over several "E" lines ends with a fragment ("about how
+    to update your code."): the summary is the line that names the exception."""
+    from frognano.sandbox.results import CollectError
+
+    message = ("tests/test_x.py:3: in <module>\n    import x\n"
+               "E   pytest.PytestRemovedIn9Warning: Marks applied to fixtures have no effect\n"
+               "E   See docs: https://docs.pytest.org/en/stable/deprecations.html\n"
+               "E   about how to update your code.")
+    assert CollectError("tests/test_x.py", message).summary == (
+        "pytest.PytestRemovedIn9Warning: Marks applied to fixtures have no effect")
+    assert CollectError("t", "E   assert 1 == 2").summary == "assert 1 == 2"  # no exception line: the last
