@@ -7,7 +7,8 @@ The layout this reads is the one the rest of FrogNano writes:
   ``shadow-N.runs/``, recorded model episodes ``episodes/``, whole-suite runs kept for reuse
   ``pictures/``, and the undo copies of ``--apply`` in ``undo/``;
 - ``trees/<repo>-<commit>/``: a repository's tree at a task's git base, exported once by
-  ``frognano eval`` and ``frognano train`` (its ``.frognano-tree`` names the repository);
+  ``frognano eval`` and ``frognano train`` (its ``.frognano-tree`` names the repository), and
+  ``trees/<example>-repaired-<hash>/``, a bundled example repaired once for the training presets;
 - ``models/<stem>-<sha256>-<kind>/``: a GGUF file converted once for ``--model torch:FILE.gguf``
   or ``mlx:FILE.gguf`` (``runtime/gguf.py``; its ``frognano-import.json`` names the file), and
   ``models/.<name>.*/``, an import under way (its process holds a lock on the folder) or one

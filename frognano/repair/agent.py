@@ -158,7 +158,8 @@ def run_episode(model: Model, toolbox: ToolBox, observation: str, config: Episod
             try:
                 # Every tool is shown in the prompt (its text is the same at every turn); the
                 # grammar lets the reply call only the ones that can do something now.
-                offered = [n for n in toolbox.offered(config.names) if (n, toolbox.state()) not in answered]
+                offered: list = [n for n in toolbox.offered(config.names) if (n, toolbox.state()) not in answered]
+                offered = _narrowed(offered or config.names, config.schemas, toolbox)
                 gen = model.generate(messages, config.schemas, turn_sampling(config.sampling, turn), cancel=cancel,
                                      constrain=config.constrain, offered=offered)
             except ContextOverflow as exc:  # the model works: this episode is over, the next starts small
@@ -206,6 +207,8 @@ def run_episode(model: Model, toolbox: ToolBox, observation: str, config: Episod
                 seen[state] = (times + 1, before)
                 if call.name in ANSWERED_ONCE and (call.name == "run_tests" or not call.arguments):
                     answered.add((call.name, toolbox.state()))
+                if toolbox.state() in toolbox.tested:  # apply runs the failing tests too
+                    answered.add(("run_tests", toolbox.state()))
             messages.append({"role": "assistant", "content": shown})
             episode.turns.append(Turn(gen.text, gen.prompt_tokens, gen.completion_tokens,
                                       {"name": call.name, "arguments": call.arguments} if call else None, reply))
@@ -236,6 +239,21 @@ def run_episode(model: Model, toolbox: ToolBox, observation: str, config: Episod
         if record is not None:
             episode.record = _save(record, episode, messages, model, config, meta or {}, started)
     return episode
+
+
+def _narrowed(offered: list, schemas: list[dict], toolbox: ToolBox) -> list:
+    """``offered`` with ``apply`` narrowed to the candidates not yet tried (its schema with an
+    ``enum`` of their numbers, for the grammar alone: the prompt keeps the full schema, so its
+    text and cache stay the same from turn to turn).  Told that candidate 1 failed, SmolLM2-135M
+    applied candidate 1 again and again until the episode ended as looping."""
+    if "apply" not in offered or not toolbox.tried:
+        return offered
+    untried = toolbox.untried()
+    schema = next(t for t in schemas if t["function"]["name"] == "apply")
+    function, params = schema["function"], schema["function"]["parameters"]
+    n = {"type": "integer", "enum": untried}
+    narrowed = {**schema, "function": {**function, "parameters": {**params, "properties": {"n": n}}}}
+    return [narrowed if name == "apply" else name for name in offered]
 
 
 def _cut(text: str, keep: int = 160) -> str:

@@ -54,7 +54,8 @@ You work on a copy of the project through tools. Reply with exactly one tool cal
 <tool_call>
 {"name": "<tool>", "arguments": {...}}
 </tool_call>
-Change source files, not tests. `candidates` lists likely one-token fixes and `apply` applies one.
+Change source files, not tests. `candidates` lists likely one-token fixes; `apply` tries one
+(in place of the one applied before) and runs the failing tests.
 After an edit, `run_tests`; when the failing tests pass, `submit`."""
 
 
@@ -78,7 +79,8 @@ TOOLS: list[dict] = [
     _tool("run_tests", "Run the failing tests (or the given test ids, or 'all') with the edits so far.",
           {"selection": {"type": "array", "items": {"type": "string"}}}, []),
     _tool("candidates", "List likely one-token fixes at the suspicious lines, numbered.", {}, []),
-    _tool("apply", "Apply candidate number n from `candidates`.",
+    _tool("apply", "Apply candidate number n from `candidates` (in place of the one applied before) and run "
+                   "the failing tests.",
           {"n": {"type": "integer", "minimum": 1, "maximum": MAX_CANDIDATES}}, ["n"]),
     _tool("submit", "Finish: the edits so far are the fix (offered once a file is changed).", {}, []),
 ]
@@ -250,6 +252,16 @@ class ToolBox:
     errors: int = 0
     failed_runs: int = 0
     all_passed: bool = False
+    # States of the files (``state()``) in which the failing tests ran: run_tests there would
+    # say nothing new (the episode loop stops offering it).
+    tested: set[int] = field(default_factory=set)
+    passed: set[int] = field(default_factory=set)  # those of them where every failing test passed
+    # The candidate applied last, while its file still reads as that apply left it:
+    # (n, path, text before, text after).  Candidates are alternatives (one edit each), so the
+    # next apply takes it back first: a policy that reads a failing result can try another
+    # instead of stacking two edits.
+    applied: tuple[int, str, str, str] | None = field(default=None, repr=False)
+    tried: set[int] = field(default_factory=set)  # candidates applied (and tested) in this episode
 
     def __post_init__(self) -> None:
         if self.spec is None:
@@ -332,7 +344,7 @@ class ToolBox:
         more = "\n... more matches; narrow the pattern" if len(hits) > 30 else ""
         return ToolResult(_bounded("\n".join(hits[:30]) + more))
 
-    def _replace(self, rel: str, new_text: str) -> ToolResult:
+    def _replace(self, rel: str, new_text: str, *, next_step: bool = True) -> ToolResult:
         old_text = self._text(rel)
         assert self.spec is not None
         why = self.spec.reason(rel, old_text, new_text, allow_test_edits=self.allow_test_edits)
@@ -357,7 +369,7 @@ class ToolBox:
             return ToolResult("no change")
         # The next step, after the diff: a small model tends to repeat its last call instead
         # (SmolLM2-135M applied the same candidate four times in a row).
-        return ToolResult(_bounded(diff) + "\nChanged. Next: run_tests, or submit if you are sure.")
+        return ToolResult(_bounded(diff) + ("\nChanged. Next: run_tests, or submit if you are sure." if next_step else ""))
 
     def _tool_edit(self, path: str, old: str, new: str) -> ToolResult:
         rel = self._path(path)
@@ -378,14 +390,47 @@ class ToolBox:
         return ToolResult(_bounded("\n".join(rows)))
 
     def _tool_apply(self, n: int) -> ToolResult:
+        """Candidate ``n`` in place of the one applied before (when its file is still as that apply
+        left it), then the failing tests: the result says at once whether this candidate is the
+        fix, so trying another costs one call (SmolLM2-135M, told only the diff, applied the next
+        candidate on top of the last or ran out of turns before its run_tests)."""
         if not 1 <= n <= len(self.candidates):
             raise ToolError(f"no candidate {n}; call candidates first (1..{len(self.candidates)})")
         cand = self.candidates[n - 1]
+        back = self.applied if self.applied is not None and self.texts.get(self.applied[1]) == self.applied[3] else None
+        base = back[2] if back is not None and back[1] == cand.path else self._text(cand.path)
         try:
-            new_text = cand.apply(self._text(cand.path))
+            new_text = cand.apply(base)
         except Exception:  # noqa: BLE001 - the file changed under the candidate
             raise ToolError(f"candidate {n} no longer applies: {cand.path} was edited since; use edit") from None
-        return self._replace(cand.path, new_text)
+        if back is not None and back[0] == n:
+            raise ToolError(f"candidate {n} is applied already; apply another, or submit")
+        texts = dict(self.texts)
+        if back is not None:
+            self.texts[back[1]] = back[2]
+        try:
+            changed = self._replace(cand.path, new_text, next_step=False)
+        except ToolError:
+            self.texts = texts
+            raise
+        self.applied = (n, cand.path, base, new_text)
+        self.tried.add(n)
+        lines = [changed.text]
+        if back is not None:
+            lines.append(f"(candidate {back[0]} taken back)")
+        try:
+            ran = self._tool_run_tests()
+        except ToolError as exc:
+            lines.append(f"the failing tests: {exc}")
+        else:
+            lines.append(f"the failing tests: {ran.text}")
+            if not self.failing_pass():
+                lines.append("Still failing: apply another candidate (it replaces this one), or edit.")
+        return ToolResult(_bounded("\n".join(lines)))
+
+    def failing_pass(self) -> bool:
+        """Whether the last run of the failing tests, in the files' current state, passed them all."""
+        return self.state() in self.passed
 
     def _selection(self, selection: list[str]) -> list[str]:
         """Test ids and paths inside the project, as pytest can never read as options.
@@ -440,6 +485,10 @@ class ToolBox:
             self.failed_runs += 1
         elif all(n in run.tests and run.tests[n].passed for n in self.failing):
             self.all_passed = True
+        if not selection:  # the failing tests, the run the episode began with
+            self.tested.add(self.state())
+            if good and run.tests:
+                self.passed.add(self.state())
         if run.collect_errors:
             return ToolResult(_bounded("collection error: " + run.collect_errors[0].summary))
         if not run.tests:
@@ -468,10 +517,18 @@ class ToolBox:
         a file.  Submitting nothing ends an episode with nothing to show, so it is an action no
         state makes useful; offering it anyway, an untrained policy gave up on two in five of its
         first turns, and training pulled the one ``submit`` choice both ways (away from it
-        before an edit, towards it after one).  The in-process backends' grammar offers exactly
-        these (invalid-action masking); a server-side model that calls ``submit`` early gets
-        the error below and goes on."""
-        return [n for n in names if n != "submit" or self.patch() is not None]
+        before an edit, towards it after one).  ``apply`` leaves once the failing tests pass in
+        the current state (another candidate would replace the one that passes) or every listed
+        candidate has been tried (``untried``; the grammar offers only those).  The in-process
+        backends' grammar offers exactly these (invalid-action masking); a server-side model
+        that calls ``submit`` early gets the error below and goes on."""
+        done = bool(self.candidates) and (self.failing_pass() or not self.untried())
+        return [n for n in names if (n != "submit" or self.patch() is not None) and (n != "apply" or not done)]
+
+    def untried(self) -> list[int]:
+        """The listed candidates' numbers not yet applied in this episode: one applied before
+        got its run of the failing tests, and applying it again would say the same."""
+        return [n for n in range(1, len(self.candidates) + 1) if n not in self.tried]
 
     def _tool_submit(self) -> ToolResult:
         if self.patch() is None:

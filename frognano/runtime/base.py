@@ -119,7 +119,8 @@ class Model(Protocol):
         # Names of the tools of ``tools`` the reply may call now (None: all).  The prompt still
         # shows every tool, so its text does not change from turn to turn; where decoding is
         # constrained, the grammar allows only these.  Others ignore it (the harness refuses).
-        offered: Sequence[str] | None = None,
+        # A schema in place of a name narrows that tool's arguments in the grammar alone.
+        offered: Sequence[str | ToolSchema] | None = None,
     ) -> Generation: ...
 
     def close(self) -> None: ...

@@ -67,13 +67,18 @@ def tool_functions(tools: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return functions
 
 
-def offered_tools(tools: Sequence[dict[str, Any]], offered: Sequence[str] | None) -> list[dict[str, Any]]:
-    """The schemas of ``tools`` whose names ``offered`` lists (all of them when it is None)."""
+def offered_tools(tools: Sequence[dict[str, Any]], offered: Sequence[Any] | None) -> list[dict[str, Any]]:
+    """The schemas of ``tools`` whose names ``offered`` lists (all of them when it is None).  An
+    entry of ``offered`` may be a tool schema instead of a name: it replaces that tool's schema
+    in the grammar for this reply (the harness narrows ``apply`` to the candidates not yet
+    tried), while the prompt keeps rendering ``tools`` as they are."""
     if offered is None:
         return list(tools)
-    chosen = [t for t, fn in zip(tools, tool_functions(tools)) if fn["name"] in offered]
+    narrowed = {tool_functions([o])[0]["name"]: o for o in offered if isinstance(o, dict)}
+    names = {o for o in offered if isinstance(o, str)} | set(narrowed)
+    chosen = [narrowed.get(fn["name"], t) for t, fn in zip(tools, tool_functions(tools)) if fn["name"] in names]
     if not chosen:
-        raise UsageError(f"none of the tools is offered (offered: {', '.join(offered) or 'none'})")
+        raise UsageError(f"none of the tools is offered (offered: {', '.join(sorted(names)) or 'none'})")
     return chosen
 
 

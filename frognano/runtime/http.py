@@ -250,7 +250,7 @@ class OpenAIModel:
         constrain: bool = True,  # ignored: the server owns decoding (see the module docstring)
         # Ignored too: sending fewer tools would change the server's rendering of the prompt
         # (and its prompt cache) from turn to turn; the harness refuses a call not offered.
-        offered: Sequence[str] | None = None,
+        offered: Sequence[str | ToolSchema] | None = None,
     ) -> Generation:
         sampling = sampling or Sampling()
         if cancel is not None and cancel.is_set():

@@ -152,7 +152,7 @@ class LocalModel(abc.ABC):
         on_text: Callable[[str], None] | None = None,
         cancel: threading.Event | None = None,
         constrain: bool = True,
-        offered: Sequence[str] | None = None,
+        offered: Sequence[str | ToolSchema] | None = None,
     ) -> Generation:
         sampling = sampling or Sampling()
         trajectory = self.trajectory

@@ -42,7 +42,7 @@ class ReplayModel:
     def generate(self, messages: list[Message], tools: list[ToolSchema] | None = None,
                  sampling: Sampling | None = None, *, on_text: Callable[[str], None] | None = None,
                  cancel: threading.Event | None = None, constrain: bool = True,
-                 offered: Sequence[str] | None = None) -> Generation:
+                 offered: Sequence[str | ToolSchema] | None = None) -> Generation:
         if cancel is not None and cancel.is_set():
             return Generation("", finish_reason="cancelled")
         if self.position >= len(self.replies):

@@ -252,18 +252,19 @@ _TINY_MODEL: dict[str, Any] = {
     "grpo": {"learning_rate": 1e-2, "mask_truncated": False},
 }
 
-# The small preset's size and training settings: set so that one run on 2 CPU cores ends within
-# 30 minutes (benchmarks/learning.py --base small measures it), which is what was shrunk from a
-# GPU run's size (benchmarks/learning_gpu.sh): steps, groups of 4 on 4 tasks, 4 turns of 64
-# tokens, 1 held-out task per held-out repository, greedy held-out episodes (a pretrained
-# model's greedy episode is its best guess, unlike a random one's).  The learning rate is
-# LoRA's usual order for a pretrained model (1e-2, the tiny preset's, wrecks it in one step);
-# episodes cut by the turn budget are scored 0 rather than masked, as in the tiny preset:
-# an untrained SmolLM2 ends most episodes there, and masking them would leave almost nothing
-# to learn from.
+# The small preset's size and training settings: set so that one seed's two runs (frontier and
+# uniform sampler) end within 30 minutes on 2 CPU cores, run side by side (benchmarks/learning.py
+# --base small --jobs 2 measures it; each run's learner decodes on one thread).  Shrunk from a
+# GPU run's size (benchmarks/learning_gpu.sh): 6 steps of 3 groups of 4 (one DAPO refill), 4
+# turns of 64 tokens, evaluations at steps 0, 3 and 6, 1 held-out task per held-out repository,
+# greedy held-out episodes (a pretrained model's greedy episode is its best guess, unlike a
+# random one's).  The learning rate is LoRA's usual order for a pretrained model (1e-2, the tiny
+# preset's, wrecks it in one step); episodes cut by the turn budget are scored 0 rather than
+# masked, as in the tiny preset: an untrained SmolLM2 ends most episodes there, and masking them
+# would leave almost nothing to learn from.
 SMALL: dict[str, Any] = {
-    "steps": 8, "tasks_per_step": 4, "group_size": 4, "refills": 2, "max_turns": 4, "max_new_tokens": 64,
-    "max_candidates": 3, "tasks_per_repo": 8, "heldout_per_repo": 1, "eval_every": 4, "eval_samples": 1,
+    "steps": 6, "tasks_per_step": 3, "group_size": 4, "refills": 1, "max_turns": 4, "max_new_tokens": 64,
+    "max_candidates": 3, "tasks_per_repo": 8, "heldout_per_repo": 1, "eval_every": 3, "eval_samples": 1,
     "synth_rounds": 1, "lora_targets": [*ATTENTION, *MLP], "heldout_repos": ["realbugs:0[1-9]-*", "realbugs:1[0-2]-*"],
     "grpo": {"learning_rate": 5e-4, "lora_rank": 16, "lora_alpha": 32.0, "mask_truncated": False},
 }

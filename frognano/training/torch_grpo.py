@@ -228,17 +228,11 @@ def grpo_step(model: Any, optimizer: torch.optim.Optimizer, samples: list[Sample
         return stats
 
     optimizer.zero_grad(set_to_none=True)
-    loss, loss_stats = grpo_loss(model, batch, advantages, config, shard=shard)
     params = [p for p in model.parameters() if p.requires_grad]
     if shard is None:
-        stats.update(loss_stats)
-        if not torch.isfinite(loss):
-            raise NonFiniteLossError(f"the GRPO loss is {loss.item()} on {len(batch)} episodes of "
-                                     f"{int(stats['kept_groups'])} groups (check the episodes' logprobs and "
-                                     "rewards); no step was taken")
-        loss.backward()
-        loss_value = loss.item()
+        loss_value = _micro_batched_backward(model, batch, advantages, config, stats)
     else:
+        loss, loss_stats = grpo_loss(model, batch, advantages, config, shard=shard)
         loss_value = _sharded_backward(loss, loss_stats, params, all_reduce, stats)
         if not math.isfinite(loss_value):  # the same sum on every rank: all raise together
             optimizer.zero_grad(set_to_none=True)
@@ -254,6 +248,31 @@ def grpo_step(model: Any, optimizer: torch.optim.Optimizer, samples: list[Sample
     optimizer.zero_grad(set_to_none=True)
     stats.update(loss=loss_value, grad_norm=norm, stepped=1.0)
     return stats
+
+
+def _micro_batched_backward(model: Any, batch: list[Sample], advantages: list[float], config: GRPOConfig,
+                            stats: dict[str, float]) -> float:
+    """Backpropagate the batch's loss in passes of ``config.micro_batch`` episodes (the
+    data-parallel shards' arithmetic: each pass's loss and statistics carry the whole batch's
+    normaliser, so their sums are the one-pass loss, gradient and statistics); the loss.  A
+    non-finite pass raises before any gradient of it is added, and the gradients added so far
+    are dropped."""
+    passes = max(1, -(-len(batch) // config.micro_batch))
+    total, summed = 0.0, {}
+    for k in range(passes):
+        loss, loss_stats = grpo_loss(model, batch, advantages, config, shard=(k, passes) if passes > 1 else None)
+        if not torch.isfinite(loss):
+            model.zero_grad(set_to_none=True)
+            raise NonFiniteLossError(f"the GRPO loss is {loss.item()} on {len(batch)} episodes of "
+                                     f"{int(stats['kept_groups'])} groups (check the episodes' logprobs and "
+                                     "rewards); no step was taken")
+        if loss.requires_grad:
+            loss.backward()
+        total += float(loss.detach())
+        for key, value in loss_stats.items():
+            summed[key] = summed.get(key, 0.0) + value
+    stats.update(summed)
+    return total
 
 
 def _sharded_backward(loss: torch.Tensor, loss_stats: dict[str, float], params: list[torch.Tensor],

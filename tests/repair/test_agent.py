@@ -142,6 +142,33 @@ def test_candidates_and_apply_tools(example):
     assert report.status == "fixed" and report.fix.source == "model"
 
 
+def test_apply_runs_the_failing_tests_and_takes_back_the_candidate_before(example):
+    """``apply`` tries a candidate: its result says whether the failing tests now pass, and the
+    next ``apply`` replaces it rather than stacking a second edit on it (candidates are
+    alternatives), so reading a failing result and trying another is one call each."""
+    project = example("calc")
+    with Workspace(project) as ws, Engine(ws, Settings(max_candidates=1, max_pairs=0, episodes=1),
+                                          model=ReplayModel([call("candidates"), call("candidates")])) as engine:
+        report = engine.fix()
+    rows = report.episodes[0].turns[0].result.splitlines()
+    right = next(int(r.split(".")[0]) for r in rows if "`>` -> `>=`" in r)
+    wrong = next(int(r.split(".")[0]) for r in rows if "`18` -> `19`" in r)  # is_adult(18) stays False
+    report = fix_with(project, [call("candidates"), call("apply", n=wrong), call("apply", n=wrong),
+                                call("apply", n=right), call("submit")], max_candidates=1)
+    assert report.status == "fixed" and report.fix.source == "model"
+    (episode,) = report.episodes
+    results = [t.result for t in episode.turns]
+    assert "the failing tests: " in results[1] and "failed" in results[1]
+    assert results[1].endswith("Still failing: apply another candidate (it replaces this one), or edit.")
+    assert results[2] == f"error: candidate {wrong} is applied already; apply another, or submit"
+    assert f"(candidate {wrong} taken back)" in results[3]
+    assert results[3].endswith("The tests pass with your change: submit it.")
+    # One edit in the submitted patch: the wrong candidate was taken back, not stacked.
+    diff = episode.patch.diff()
+    assert sum(line.startswith("+") and not line.startswith("+++") for line in diff.splitlines()) == 1
+    assert ">=" in diff
+
+
 def test_submit_is_offered_only_once_a_file_is_changed(example):
     """Submitting nothing is refused like any tool error (the episode goes on), and the tools
     offered to the model's grammar leave ``submit`` out until an edit exists."""
@@ -182,7 +209,10 @@ def test_calls_that_cannot_say_anything_new_are_not_offered(example):
     assert report.status == "fixed"
     assert ["run_tests" in names for names in offered] == [False, False, True, False]
     assert ["candidates" in names for names in offered] == [True, False, True, True]
-    assert all({"read", "search", "edit", "apply"} <= names for names in offered)
+    assert all({"read", "search", "edit"} <= names for names in offered)
+    # apply leaves once the failing tests pass in the current state (another candidate would
+    # replace the change that passes them).
+    assert ["apply" in names for names in offered] == [True, True, True, False]
 
 
 def test_garbage_model_ends_cleanly_unfixed(example):

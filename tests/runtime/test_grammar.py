@@ -100,6 +100,29 @@ def test_the_grammar_calls_only_the_offered_tools_while_the_prompt_shows_them_al
         model.generate(MESSAGES, TOOLS, Sampling(max_tokens=8), constrain=True, offered=["nope"])
 
 
+def test_a_schema_in_offered_narrows_that_tools_arguments_in_the_grammar_alone(constrained):
+    """An ``offered`` entry may be a tool's schema: the harness offers ``apply`` with only the
+    candidates not yet tried (an ``enum``), and the reply can call no other number, while the
+    prompt still shows the full schema."""
+    from frognano.repair.harness import TOOLS as HARNESS
+
+    model = constrained
+    apply = next(t for t in HARNESS if t["function"]["name"] == "apply")
+    fn = apply["function"]
+    narrowed = {**apply, "function": {**fn, "parameters": {**fn["parameters"],
+                                                           "properties": {"n": {"type": "integer", "enum": [2, 5]}}}}}
+    seen = set()
+    for seed in range(12):
+        gen = model.generate(MESSAGES, HARNESS, Sampling(temperature=1.0, seed=seed, max_tokens=256),
+                             constrain=True, offered=[narrowed])
+        call = parse_call(gen.text)
+        assert call is not None and call[0] == "apply", gen.text
+        seen.add(call[1]["n"])
+    assert seen <= {2, 5} and seen
+    full = model.generate(MESSAGES, HARNESS, Sampling(max_tokens=256), constrain=True, offered=["apply"])
+    assert full.prompt_tokens == gen.prompt_tokens  # the prompt is the same
+
+
 def test_unconstrained_random_model_does_not_call_tools(model):
     for seed in range(3):
         gen = model.generate(MESSAGES, TOOLS, Sampling(temperature=1.0, seed=seed, max_tokens=60), constrain=False)

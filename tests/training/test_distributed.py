@@ -252,3 +252,27 @@ def test_accelerate_launch_trains_on_two_processes(tmp_path):
     ranks = json.loads((run / "distributed.json").read_text())
     assert ranks["world"] == 2 and len(ranks["adapter_sha256"]) == len(ranks["loop_state_sha256"]) == 2
     assert ranks["identical"]  # the same weights and the same draws on both ranks
+
+
+@pytest.mark.parametrize("micro", [1, 2, 3])
+def test_micro_batched_steps_equal_the_one_pass_step(policy, micro):  # noqa: F811
+    """``micro_batch`` splits an update's forward and backward passes (a real model's logits do
+    not fit in memory for a whole step's episodes at once); the step is the one-pass step."""
+    import torch
+
+    from frognano.training.torch_grpo import grpo_step, make_optimizer
+
+    samples = _samples(policy)
+    one = copy.deepcopy(policy)
+    whole = GRPOConfig(learning_rate=1e-2, micro_batch=len(samples))
+    want = grpo_step(one, make_optimizer(one, whole), samples, whole)
+    config = GRPOConfig(learning_rate=1e-2, micro_batch=micro)
+    got = grpo_step(policy, make_optimizer(policy, config), samples, config)
+    assert got["stepped"] == 1.0
+    for k in ("loss", "grad_norm", "tokens", "ratio_mean", "clip_low_fraction", "clip_high_fraction"):
+        assert got[k] == pytest.approx(want[k], abs=1e-6), k
+    expected = lora_state(one)
+    for name, p in lora_state(policy).items():
+        assert torch.allclose(p, expected[name], atol=1e-6), name
+    with pytest.raises(Exception, match="micro_batch"):
+        GRPOConfig(micro_batch=0)
