@@ -54,8 +54,7 @@ You work on a copy of the project through tools. Reply with exactly one tool cal
 <tool_call>
 {"name": "<tool>", "arguments": {...}}
 </tool_call>
-Change source files, not tests. `candidates` lists likely one-token fixes; `apply` tries one
-(in place of the one applied before) and runs the failing tests.
+Change source files, not tests. `candidates` lists likely one-token fixes and `apply` applies one.
 After an edit, `run_tests`; when the failing tests pass, `submit`."""
 
 
