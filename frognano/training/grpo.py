@@ -222,8 +222,8 @@ class GRPOConfig:
     micro_batch: int = field(default=2, metadata=_help(
         "episodes per forward and backward pass of an update; the gradients of a step's passes add up "
         "to the one-pass gradient (the loss keeps the whole batch's normaliser).  The logits of one "
-        "SmolLM2 episode of 2,000 tokens are 400 MB in float32: a step's 16 episodes in one pass "
-        "ran a 24 GB machine out of memory"))
+        "SmolLM2 episode of 2,000 tokens are 400 MB in float32, several copies of them in the backward "
+        "pass: memory grows with the passes' size, not the step's"))
 
     def __post_init__(self) -> None:
         if self.loss_type not in LOSS_TYPES:
