@@ -252,9 +252,9 @@ _TINY_MODEL: dict[str, Any] = {
     "grpo": {"learning_rate": 1e-2, "mask_truncated": False},
 }
 
-# The small preset's size and training settings: set so that one seed's two runs (frontier and
-# uniform sampler) end within 30 minutes on 2 CPU cores, run side by side (benchmarks/learning.py
-# --base small --jobs 2 measures it; each run's learner decodes on one thread).  Shrunk from a
+# The small preset's size and training settings: set so that one run ends within about 30
+# minutes on 2 CPU cores (benchmarks/learning.py --base small measures it; runs go one at a time
+# there: each peaks at about 11 GB, and two side by side ran a 24 GB machine out of memory).  Shrunk from a
 # GPU run's size (benchmarks/learning_gpu.sh): 6 steps of 3 groups of 4 (one DAPO refill), 4
 # turns of 64 tokens, evaluations at steps 0, 3 and 6, 1 held-out task per held-out repository,
 # greedy held-out episodes (a pretrained model's greedy episode is its best guess, unlike a
