@@ -82,9 +82,13 @@ def _bounded_apply(tool: dict, listed: int) -> dict:
     """``tool``, or ``apply``'s schema with n at most ``listed`` (a copy; TOOLS stays as it is)."""
     if tool["function"]["name"] != "apply":
         return tool
+    return _apply_with(tool, {**tool["function"]["parameters"]["properties"]["n"], "maximum": listed})
+
+
+def _apply_with(tool: dict, n: dict) -> dict:
+    """A copy of ``apply``'s schema ``tool`` whose argument n has the schema ``n``."""
     function = tool["function"]
     params = function["parameters"]
-    n = {**params["properties"]["n"], "maximum": listed}
     return {**tool, "function": {**function, "parameters": {**params, "properties": {"n": n}}}}
 
 
@@ -248,11 +252,8 @@ def _narrowed(offered: list, schemas: list[dict], toolbox: ToolBox) -> list:
     applied candidate 1 again and again until the episode ended as looping."""
     if "apply" not in offered or not toolbox.tried:
         return offered
-    untried = toolbox.untried()
     schema = next(t for t in schemas if t["function"]["name"] == "apply")
-    function, params = schema["function"], schema["function"]["parameters"]
-    n = {"type": "integer", "enum": untried}
-    narrowed = {**schema, "function": {**function, "parameters": {**params, "properties": {"n": n}}}}
+    narrowed = _apply_with(schema, {"type": "integer", "enum": toolbox.untried()})
     return [narrowed if name == "apply" else name for name in offered]
 
 

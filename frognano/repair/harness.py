@@ -397,13 +397,13 @@ class ToolBox:
             raise ToolError(f"no candidate {n}; call candidates first (1..{len(self.candidates)})")
         cand = self.candidates[n - 1]
         back = self.applied if self.applied is not None and self.texts.get(self.applied[1]) == self.applied[3] else None
+        if back is not None and back[0] == n:
+            raise ToolError(f"candidate {n} is applied already; apply another, or submit")
         base = back[2] if back is not None and back[1] == cand.path else self._text(cand.path)
         try:
             new_text = cand.apply(base)
         except Exception:  # noqa: BLE001 - the file changed under the candidate
             raise ToolError(f"candidate {n} no longer applies: {cand.path} was edited since; use edit") from None
-        if back is not None and back[0] == n:
-            raise ToolError(f"candidate {n} is applied already; apply another, or submit")
         texts = dict(self.texts)
         if back is not None:
             self.texts[back[1]] = back[2]
