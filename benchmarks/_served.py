@@ -139,7 +139,8 @@ def plain_post(url: str, payload: dict, *, stream: bool) -> tuple[str, int | Non
 def decode_rows(spec: str, n: int, repeats: int) -> list[Row]:
     """``OpenAIModel.generate`` (greedy, N tokens, whole and streamed) against a plain POST of
     the same body; tokens per second of the whole call."""
-    from frognano.runtime.base import Sampling, load_model
+    from frognano.runtime.base import Sampling
+    from frognano.runtime.load import load_model
     from frognano.runtime.http import match_model
 
     model = load_model(spec)
@@ -184,7 +185,7 @@ def decode_rows(spec: str, n: int, repeats: int) -> list[Row]:
 def server_counter(spec: str) -> Callable[[list[dict], list[dict] | None], tuple[int, int | None]]:
     """``count(messages, tools)``: the prompt tokens the server counts in the request FrogNano
     sends it (``body``; one unstreamed token each); no character count (the server's text is not seen)."""
-    from frognano.runtime.base import load_model
+    from frognano.runtime.load import load_model
     from frognano.runtime.http import match_model
 
     model = load_model(spec)

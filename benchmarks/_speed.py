@@ -379,7 +379,8 @@ def _rss_child(side: str, kind: str, target: str, n: int, threads: int) -> None:
         import _served
 
         if side == "ours":
-            from frognano.runtime.base import Sampling, load_model
+            from frognano.runtime.base import Sampling
+            from frognano.runtime.load import load_model
 
             model = load_model(target)
             model.generate(SHORT, None, Sampling(max_tokens=n))

@@ -82,21 +82,21 @@ def context_blind_ceiling(run: Path) -> dict:
     ceiling of any context-blind policy: the tiny random model starts nearly context-blind), and
     the share of tasks where some listed candidate fixes the bug (a policy that reads the task)."""
     from frognano.training.config import TrainConfig
-    from frognano.training.loop import _Envs
+    from frognano.training.rollout import Environments
     from frognano.training.rollout import candidates_for
     from frognano.training.tasks import load_tasks
 
     config = TrainConfig.from_dict(json.loads((run / "config.json").read_text()))
     tasks, _ = load_tasks(run / "heldout.jsonl")
-    envs = _Envs(config, None)
-    hits = [0] * config.max_candidates
+    envs = Environments(config, None)
+    hits = [0] * config.candidates_listed
     some = shown = 0
     try:
         for task in tasks:
             env = envs.get(task)
             env.engine.settings = envs.settings
             state = env.reset(task)
-            listed = candidates_for(env, state).candidates[:config.max_candidates]
+            listed = candidates_for(env, state).candidates[:config.candidates_listed]
             fixed = [env.reward(state, c.patch).resolved for c in listed]
             hits = [h + f for h, f in zip(hits, fixed + [False] * len(hits))]
             some += any(fixed)

@@ -45,7 +45,8 @@ sys.path.insert(0, str(REPO))
 
 from frognano.sandbox.runner import RunnerConfig, TestRunner  # noqa: E402
 from frognano.sandbox.specification import Specification  # noqa: E402
-from frognano.sandbox.workspace import Workspace, _signature  # noqa: E402
+from frognano.sandbox.shadow_files import shadow_signature as _signature  # noqa: E402
+from frognano.sandbox.workspace import Workspace  # noqa: E402
 
 PLANTS = {"tests/__init__.py": "import more_itertools\n", "tests/sub/conftest.py": "x = 1\n",
           "pytest.toml": "[pytest]\n", "out.txt": "a test's output\n"}

@@ -150,15 +150,8 @@ class Settings:
         if problem:
             raise UsageError(problem)
 
-    def runner_config(self):  # -> RunnerConfig; imported lazily to keep config import-light
-        from .sandbox.runner import RunnerConfig
-
-        return RunnerConfig(
-            python=self.python, test_args=list(self.test_args), timeout=self.timeout,
-            collect_timeout=self.collect_timeout, memory_mb=self.memory_mb,
-            fsize_mb=self.fsize_mb, warm=self.warm, swap=self.swap, sandbox=self.sandbox,
-            sandbox_writable=list(self.sandbox_writable), test_env=list(self.test_env),
-        )
+    # The runner's part of these settings is ``sandbox.runconfig.RunnerConfig.from_settings``:
+    # the sandbox reads the settings, the settings know nothing of the sandbox (the layers).
 
 
 _TYPES = {f.name: str(f.type) for f in fields(Settings)}  # "float", "list[str]", "str | None", ...

@@ -15,7 +15,7 @@ from frognano.operators import (
     FunctionInfo,
     Mutation,
     OperatorError,
-    _Prepared,
+    Prepared,
     functions,
     iter_sites,
     mutations,
@@ -113,8 +113,8 @@ def drain(queue):
 
 
 @functools.lru_cache(maxsize=None)
-def _prepared() -> _Prepared:
-    return _Prepared(SOURCE)  # parsing once keeps the file fast; the object is read-only
+def _prepared() -> Prepared:
+    return Prepared(SOURCE)  # parsing once keeps the file fast; the object is read-only
 
 
 @functools.lru_cache(maxsize=None)

@@ -1,4 +1,4 @@
-"""``frognano eval TASKS.jsonl``: measure a solver on a task set (DESIGN §3).
+"""``frognano eval TASKS.jsonl``: measure a solver on a task set (docs/ARCHITECTURE.md §6).
 
 Registered on the main group by ``main.py``.  Progress goes to stderr (a rich bar with the
 running resolve rate), the tables (or with ``--json`` one object) to stdout; a usage error
@@ -138,58 +138,18 @@ def eval_command(tasks_file: Path, model: str | None, search_only: bool, model_o
     episode diagnostics (error recovery, regressions, lost solutions, retries, invalid calls,
     loops, how the model episodes ended, turns, tokens and seconds per episode).
     """
-    from .main import _setup_logging
+    from .logs import setup_logging
 
-    _setup_logging(verbose)
+    setup_logging(verbose)
     from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
 
-    from ..training.env import RewardConfig
-    from ..training.evaluate import EvalPlan, evaluate
-    from ..training.metrics import summarize
-    from ..training.tasks import load_tasks
-
-    if search_only and (model or model_only):
-        _error("--search-only cannot be combined with --model or --model-only", as_json)
-    if model_only and not model:
-        _error("--model-only needs --model SPEC", as_json)
-    solver = "search" if not model else ("model" if model_only else "both")
+    solver = _solver(model, search_only, model_only, as_json)
     err = Console(stderr=True, highlight=False)
     try:
-        if model:
-            from ..runtime.base import parse_spec
-
-            parse_spec(model)
-        settings = {k: v for k, v in {"timeout": timeout, "max_turns": max_turns,
-                                      "max_new_tokens": max_new_tokens}.items() if v is not None}
-        plan = EvalPlan(solver, model, episodes, seed, tuple(str(Path(r).resolve()) for r in repos),
-                        settings, RewardConfig(partial=partial_credit))
-        tasks, problems = load_tasks(tasks_file)
-        for line in problems:
-            err.print(f"[yellow]skipped[/] {line}", soft_wrap=True, markup=True)
-        if family:
-            tasks = [t for t in tasks if fnmatch.fnmatchcase(t.family, family)]
-        if limit:
-            tasks = tasks[:limit]
-        if not tasks:
-            _error(f"{tasks_file}: no tasks to evaluate" + (f" in family {family!r}" if family else ""), as_json)
-        cancel = threading.Event()
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), TextColumn("[dim]{task.fields[note]}"),
-                      console=err, transient=True, disable=as_json) as bars:
-            try:
-                run = evaluate(tasks, plan, out=out, workers=workers, ray=ray, progress=_Bar(bars),
-                               cancel=cancel)
-            except KeyboardInterrupt:
-                cancel.set()
-                err.print("interrupted" + (f"; rerun the same command to resume from {out}" if out else ""))
-                sys.exit(130)
+        plan = _plan(solver, model, episodes, seed, repos, partial_credit,
+                     timeout=timeout, max_turns=max_turns, max_new_tokens=max_new_tokens)
+        tasks, problems = _tasks(tasks_file, family, limit, err, as_json)
+        run = _evaluate(tasks, plan, out, workers, ray, err, as_json)
     except FrogNanoError as exc:
         _error(str(exc), as_json)
         return
@@ -198,42 +158,122 @@ def eval_command(tasks_file: Path, model: str | None, search_only: bool, model_o
         return
     ids = {t.instance_id for t in tasks}
     rows = [r for r in run.rows if r["instance_id"] in ids and r["episode"] < episodes]
-    summary = summarize(rows)
-    errors = [r for r in rows if r["status"] == "error"]
     if as_json:
-        click.echo(json.dumps({"status": "ok", "solver": solver, "model": model, "tasks": len(tasks),
-                               "ran": run.ran, "resumed": run.skipped, "seconds": round(run.seconds, 3),
-                               "skipped_rows": problems, **summary.to_json(),
-                               "errors": [{"instance_id": r["instance_id"], "episode": r["episode"],
-                                           "kind": r.get("error_kind"), "error": r.get("error")}
-                                          for r in errors]}))
-        return
+        _print_json(solver, model, len(tasks), run, problems, rows)
+    else:
+        _print_tables(solver, model, len(tasks), run, rows, out)
+
+
+def _solver(model: str | None, search_only: bool, model_only: bool, as_json: bool) -> str:
+    """search, model or both, from the flags (a usage error for flags that contradict)."""
+    if search_only and (model or model_only):
+        _error("--search-only cannot be combined with --model or --model-only", as_json)
+    if model_only and not model:
+        _error("--model-only needs --model SPEC", as_json)
+    return "search" if not model else ("model" if model_only else "both")
+
+
+def _plan(solver: str, model: str | None, episodes: int, seed: int, repos: tuple[Path, ...],
+          partial_credit: bool, **settings: float | int | None):
+    """The evaluation's ``EvalPlan``, the model SPEC checked first; ``settings``: the Settings
+    fields given as flags (None: not given)."""
+    from ..training.env import RewardConfig
+    from ..training.evaluate import EvalPlan
+
+    if model:
+        from ..runtime.base import parse_spec
+
+        parse_spec(model)
+    given = {k: v for k, v in settings.items() if v is not None}
+    return EvalPlan(solver, model, episodes, seed, tuple(str(Path(r).resolve()) for r in repos),
+                    given, RewardConfig(partial=partial_credit))
+
+
+def _tasks(tasks_file: Path, family: str | None, limit: int | None, err, as_json: bool) -> tuple[list, list[str]]:
+    """(the tasks to evaluate, the file's skipped rows), after --family and --limit; the skipped
+    rows are shown on stderr, and no task left is a usage error."""
+    from ..training.tasks import load_tasks
+
+    tasks, problems = load_tasks(tasks_file)
+    for line in problems:
+        err.print(f"[yellow]skipped[/] {line}", soft_wrap=True, markup=True)
+    if family:
+        tasks = [t for t in tasks if fnmatch.fnmatchcase(t.family, family)]
+    if limit:
+        tasks = tasks[:limit]
+    if not tasks:
+        _error(f"{tasks_file}: no tasks to evaluate" + (f" in family {family!r}" if family else ""), as_json)
+    return tasks, problems
+
+
+def _evaluate(tasks: list, plan, out: Path | None, workers: int, ray: str | None, err, as_json: bool):
+    """``training.evaluate.evaluate`` under a progress bar on stderr; Ctrl-C cancels the
+    episodes in flight and exits 130 (a rerun with the same --out resumes)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from ..training.evaluate import evaluate
+
+    cancel = threading.Event()
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), TextColumn("[dim]{task.fields[note]}"),
+                  console=err, transient=True, disable=as_json) as bars:
+        try:
+            return evaluate(tasks, plan, out=out, workers=workers, ray=ray, progress=_Bar(bars), cancel=cancel)
+        except KeyboardInterrupt:
+            cancel.set()
+            err.print("interrupted" + (f"; rerun the same command to resume from {out}" if out else ""))
+            sys.exit(130)
+
+
+def _print_json(solver: str, model: str | None, n_tasks: int, run, problems: list[str], rows: list[dict]) -> None:
+    from ..training.metrics import summarize
+
+    errors = [r for r in rows if r["status"] == "error"]
+    click.echo(json.dumps({"status": "ok", "solver": solver, "model": model, "tasks": n_tasks,
+                           "ran": run.ran, "resumed": run.skipped, "seconds": round(run.seconds, 3),
+                           "skipped_rows": problems, **summarize(rows).to_json(),
+                           "errors": [{"instance_id": r["instance_id"], "episode": r["episode"],
+                                       "kind": r.get("error_kind"), "error": r.get("error")}
+                                      for r in errors]}))
+
+
+def _print_tables(solver: str, model: str | None, n_tasks: int, run, rows: list[dict], out: Path | None) -> None:
     import shutil
 
+    from rich.console import Console
+
+    from ..training.metrics import summarize
+
+    summary = summarize(rows)
+    errors = [r for r in rows if r["status"] == "error"]
     # Wide enough that each row stays on one line when piped (rich assumes 80 columns then).
     console = Console(highlight=False, width=max(132, shutil.get_terminal_size((132, 24)).columns))
     what = {"search": "operator search", "model": f"model {model}", "both": f"search + model {model}"}[solver]
     overall = [summary.overall]
-    console.print(_table(f"frognano eval: {what} on {len(tasks)} task(s)", overall + list(summary.families.values()),
+    console.print(_table(f"frognano eval: {what} on {n_tasks} task(s)", overall + list(summary.families.values()),
                          summary.ks, summary.ks_turns))
     console.print(_table("by difficulty feature", list(summary.features.values()), summary.ks, summary.ks_turns))
-    s = summary.overall
-    if solver != "search":
-        console.print(f"error recovery {_pct(s.error_recovery_rate)}, regressions {_pct(s.regression_rate)}, "
-                      f"lost solutions {_pct(s.lost_solution_rate)}, identical retries "
-                      f"{_pct(s.identical_retry_rate)}, invalid tool calls {_pct(s.invalid_call_rate)}; "
-                      f"per episode {_mean(s.mean_turns)} turns, {_mean(s.mean_tokens)} tokens "
-                      f"({_mean(s.mean_tokens_out)} generated), "
-                      f"{_mean(s.mean_seconds, ' s')}", soft_wrap=True)
-        if s.model_episodes:
-            ends = ", ".join(f"{end} {n}" for end, n in s.ends.items())
-            console.print(f"{s.model_episodes} model episode(s): with an invalid call {_pct(s.invalid_episode_rate)}, "
-                          f"looping {_pct(s.loop_rate)}; ended {ends}", soft_wrap=True)
-    else:
-        console.print(f"regressions {_pct(s.regression_rate)}")
+    _print_diagnostics(console, summary.overall, solver)
     resumed = f", {run.skipped} episode(s) resumed from {out}" if run.skipped else ""
     console.print(f"{run.ran} episode(s) run in {run.seconds:.1f} s{resumed}" + (f"; rows in {out}" if out else ""))
     for r in errors[:10]:
         console.print(f"[red]error[/] {r['instance_id']} (episode {r['episode']}): {r.get('error')}", soft_wrap=True)
     if len(errors) > 10:
         console.print(f"... {len(errors) - 10} more errors" + (f" (see {out})" if out else ""))
+
+
+def _print_diagnostics(console, s, solver: str) -> None:
+    """The episode diagnostics of the overall group ``s`` (a model's, or the search's regressions)."""
+    if solver == "search":
+        console.print(f"regressions {_pct(s.regression_rate)}")
+        return
+    console.print(f"error recovery {_pct(s.error_recovery_rate)}, regressions {_pct(s.regression_rate)}, "
+                  f"lost solutions {_pct(s.lost_solution_rate)}, identical retries "
+                  f"{_pct(s.identical_retry_rate)}, invalid tool calls {_pct(s.invalid_call_rate)}; "
+                  f"per episode {_mean(s.mean_turns)} turns, {_mean(s.mean_tokens)} tokens "
+                  f"({_mean(s.mean_tokens_out)} generated), "
+                  f"{_mean(s.mean_seconds, ' s')}", soft_wrap=True)
+    if s.model_episodes:
+        ends = ", ".join(f"{end} {n}" for end, n in s.ends.items())
+        console.print(f"{s.model_episodes} model episode(s): with an invalid call {_pct(s.invalid_episode_rate)}, "
+                      f"looping {_pct(s.loop_rate)}; ended {ends}", soft_wrap=True)

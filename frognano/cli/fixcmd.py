@@ -24,7 +24,8 @@ from ..repair import lastfix
 from ..repair.apply import apply_patch
 from ..repair.apply import recover as recover_interrupted
 from ..repair.engine import Engine, FixReport
-from ..sandbox.workspace import Workspace, storage_error
+from ..sandbox.storage import storage_error
+from ..sandbox.workspace import Workspace
 from .render import FixRenderer, stderr_console
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,7 @@ class FixOptions:
 
 
 def run_fix(opts: FixOptions) -> int:
-    """The whole command; returns its exit code (DESIGN.md §3)."""
+    """The whole command; returns its exit code (docs/ARCHITECTURE.md §6)."""
     errors = stderr_console()
     try:
         ws = Workspace(opts.path)

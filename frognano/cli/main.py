@@ -1,7 +1,7 @@
 """The ``frognano`` command line.  Subcommands import their machinery lazily, so ``--help``
 and small commands start fast.
 
-Exit codes (DESIGN.md §3): 0 success, 1 tests fail and no verified fix, 2 usage or config error.
+Exit codes (docs/ARCHITECTURE.md §6): 0 success, 1 tests fail and no verified fix, 2 usage or config error.
 """
 
 from __future__ import annotations
@@ -15,46 +15,9 @@ import click
 
 from .. import __version__
 from ..errors import EXIT_USAGE, FrogNanoError
+from .logs import setup_logging
 
 log = logging.getLogger("frognano")
-
-
-def _setup_logging(verbose: int) -> None:
-    """-v: what FrogNano does (its loggers at INFO), -vv: debug detail; on stderr, which is a
-    rich log on a terminal and plain lines anywhere else.  Other libraries stay at WARNING:
-    their INFO chatter is not what the user asked to see."""
-    from .render import stderr_console
-
-    level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
-    console = stderr_console()
-    handler: logging.Handler
-    if console.is_terminal:
-        from rich.logging import RichHandler
-
-        handler = RichHandler(console=console, show_time=False, show_path=verbose > 1, markup=False)
-        handler.setFormatter(logging.Formatter("%(message)s"))
-    else:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(_PlainFormatter(with_names=verbose > 1))
-    logging.basicConfig(level=logging.WARNING, handlers=[handler], force=True)
-    logging.getLogger("frognano").setLevel(level)
-
-
-class _PlainFormatter(logging.Formatter):
-    """``frognano: what happens`` for INFO, ``frognano: warning: ...`` above it: a log read in
-    a pipe or CI needs no level column to say that all is well."""
-
-    def __init__(self, *, with_names: bool) -> None:
-        super().__init__()
-        self.with_names = with_names
-
-    def format(self, record: logging.LogRecord) -> str:
-        level = "" if record.levelno == logging.INFO else f"{record.levelname.lower()}: "
-        name = f"{record.name}: " if self.with_names else ""
-        text = f"frognano: {level}{name}{record.getMessage()}"
-        if record.exc_info:
-            text += "\n" + self.formatException(record.exc_info)
-        return text
 
 
 class _Group(click.Group):
@@ -160,7 +123,7 @@ def fix(path: Path, keyword: str | None, apply_: bool, as_json: bool, timeout: f
 
     Exit codes: 0 fixed (or nothing to fix), 1 tests fail and no verified fix, 2 usage error.
     """
-    _setup_logging(verbose)
+    setup_logging(verbose)
     from .fixcmd import FixOptions, run_fix
 
     overrides = {"timeout": timeout, "model": model, "episodes": episodes,
@@ -173,7 +136,7 @@ def fix(path: Path, keyword: str | None, apply_: bool, as_json: bool, timeout: f
 @click.option("--force", is_flag=True, help="Restore even if the files changed after the fix was applied.")
 def undo(path: Path, force: bool) -> None:
     """Restore the files changed by the last `frognano fix --apply` in PATH (default: the current folder)."""
-    _setup_logging(0)
+    setup_logging(0)
     from ..repair.apply import undo_last
     from ..sandbox.workspace import Workspace
 
@@ -221,7 +184,7 @@ def watch(path: Path, keyword: str | None, model: str | None, apply_: bool, as_j
     undo copy is kept, `frognano undo` restores it), so an edit you make meanwhile is never
     overwritten.  Ctrl-C stops.
     """
-    _setup_logging(verbose)
+    setup_logging(verbose)
     from ..config import load_settings
     from ..repair.apply import recover as recover_interrupted
     from ..sandbox.workspace import Workspace

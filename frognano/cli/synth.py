@@ -1,4 +1,4 @@
-"""``frognano synth REPO... -o TASKS -n N``: synthesise validated bug tasks (DESIGN §3, §5).
+"""``frognano synth REPO... -o TASKS -n N``: synthesise validated bug tasks (docs/ARCHITECTURE.md §5, §6).
 
 Registered on the main group by ``main.py``.  Progress goes to stderr (a rich bar), the summary
 table to stdout; any error ends with one ``error: ...`` line and exit code 2.

@@ -98,7 +98,7 @@ def train_command(preset: str | None, repos: tuple[Path, ...], base_model: str |
 
     Bugs are synthesised in the repositories (their suites must pass), the model repairs them
     through the same harness as `frognano fix`, and the tests decide the reward (GRPO with
-    LoRA, on torch or MLX; the exact variant is in frognano/training/torch_grpo.py).  Task families follow the
+    LoRA, on torch or MLX; the exact variant is named in frognano/training/grpo.py).  Task families follow the
     learnability frontier; held-out tasks are evaluated along the way.  Every step is
     checkpointed: after an interruption, run the same command with --resume.  The run ends with
     a merged model (RUN/final) and an mlx-4bit export, and prints how to use them.
@@ -107,9 +107,9 @@ def train_command(preset: str | None, repos: tuple[Path, ...], base_model: str |
     On several GPUs (one process each, data-parallel; torch backend):
       accelerate launch --multi_gpu --num_processes 8 -m frognano train --repos PATH --base-model torch:ID -o RUN
     """
-    from .main import _setup_logging
+    from .logs import setup_logging
 
-    _setup_logging(verbose)
+    setup_logging(verbose)
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 

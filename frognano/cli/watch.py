@@ -1,6 +1,6 @@
 """``frognano watch``: on every save, run the affected tests; on failure, find a verified fix.
 
-A face beside the command line and the language server (DESIGN.md §1).  One Engine serves the
+A face beside the command line and the language server (docs/ARCHITECTURE.md §1).  One Engine serves the
 whole session (one shadow copy, one warm test server), on the calling thread:
 
 1. the first run is the whole suite with per-test coverage, which gives the coverage map;
@@ -48,12 +48,13 @@ from watchdog.observers import Observer
 
 from ..config import Settings
 from ..errors import EXIT_OK, EXIT_USAGE, ApplyError, FrogNanoError, UsageError
+from ..project_paths import Signature, file_signature, ignored_dir, is_virtualenv
 from ..repair.apply import apply_patch
 from ..repair.engine import Diagnosis, Engine, FixReport, NothingToTest, collect_error
 from ..repair.incremental import TREE, Selection, Session, Update, affects_tests
 from ..repair.patch import Patch
 from ..sandbox.results import RunResult
-from ..sandbox.workspace import IGNORED_DIRS, Workspace, read_source
+from ..sandbox.workspace import Workspace, read_source
 from .render import FixRenderer
 
 log = logging.getLogger(__name__)
@@ -61,8 +62,6 @@ log = logging.getLogger(__name__)
 # Opened/closed/attribute events come by the thousand (our own sync reads every file): not changes.
 _EVENTS = [FileCreatedEvent, FileModifiedEvent, FileDeletedEvent, FileMovedEvent,
            DirCreatedEvent, DirDeletedEvent, DirMovedEvent]
-
-Signature = tuple[int, int] | None  # (size, mtime_ns) of a file, None when it does not exist
 
 
 def watch(ws: Workspace, settings: Settings, *, apply: bool = False, console: Console | None = None,
@@ -159,7 +158,7 @@ class _Watcher(FileSystemEventHandler):
         self._last_event = 0.0
         self._arrived = threading.Event()
         self._cancel = threading.Event()  # the current job's; a change or a stop sets it
-        self._known: dict[str, Signature] = {}  # file -> signature when tests last ran on it
+        self._known: dict[str, Signature | None] = {}  # file -> signature when tests last ran on it
         self._venvs: set[str] = set()
         self._observer: Observer | None = None
         self._top_watches: dict[str, object] = {}
@@ -412,7 +411,7 @@ class _Watcher(FileSystemEventHandler):
                 if rel.endswith(TREE):
                     changed.add(rel)
                     continue
-                sig = _signature(os.path.join(self.root, rel))
+                sig = file_signature(os.path.join(self.root, rel))
                 if self._known.get(rel) != sig:  # not a touch-less event, nor one already run
                     self._known[rel] = sig
                     changed.add(rel)
@@ -488,7 +487,7 @@ class _Watcher(FileSystemEventHandler):
             if not affects_tests(rel) or name.startswith(".#"):
                 continue  # this also skips editor swap and backup files: .x.py.swp, x.py~, .#x.py
             rel = rel.replace(os.sep, "/")
-            if self._known.get(rel, ...) == _signature(path):
+            if self._known.get(rel, ...) == file_signature(path):
                 continue  # the tests already ran on this (or nothing changed: a touch-less event)
             found.append(rel)
         return found
@@ -516,28 +515,20 @@ class _Watcher(FileSystemEventHandler):
         return any(self._ignored_dir(os.sep.join(parts[: i + 1]), name=p) for i, p in enumerate(parts))
 
     def _ignored_dir(self, rel: str, *, name: str | None = None) -> bool:
-        name = name or rel
-        if name in IGNORED_DIRS or name.endswith(".egg-info"):
-            return True
+        """``project_paths.ignored_dir``, the server's rule too, remembering virtualenvs."""
         if rel in self._venvs:
             return True
-        if os.path.exists(os.path.join(self.root, rel, "pyvenv.cfg")):
-            self._venvs.add(rel)  # a virtualenv stays one
+        folder = os.path.join(self.root, rel)
+        if not ignored_dir(folder, name or os.path.basename(rel)):
+            return False
+        if is_virtualenv(folder):
+            self._venvs.add(rel)  # a virtualenv stays one (its pyvenv.cfg may go first when it is deleted)
             if os.sep not in rel:  # created while watching: its thousands of folders are not ours
                 self._unwatch_top(rel)
-            return True
-        return False
+        return True
 
 
 # -- helpers ----------------------------------------------------------------------------------
-
-def _signature(path: str) -> Signature:
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return None
-    return st.st_size, st.st_mtime_ns
-
 
 def _edited_since(root: Path, patch: Patch) -> list[str]:
     """The files of ``patch`` whose text is no longer what it was computed against."""

@@ -18,8 +18,9 @@ covered by their enclosing function's walk.  Decorators, parameter lists and ann
 mutated (parameter defaults are, by ``default_arg`` only).
 
 Layout: this module holds the public API and the catalogue; ``mutation`` the Mutation record,
-``context`` what operators read (FunctionContext, the Operator protocol, node helpers),
-``splice`` the parsed source and mutation construction, ``expressions`` and ``statements`` the
+``nodes`` the node helpers every operator shares, ``parsed`` the parsed source, ``context`` what
+operators read (FunctionContext, the Operator protocol, ``Op``, their base class), ``splice``
+mutation construction on the parse (``Prepared``), ``expressions`` and ``statements`` the
 operators themselves; ``ingredients`` (literals, callees, exception classes drawn from the file
 and tables of confusables, with ``scope`` the module-wide facts they read, cached per parse) and
 ``adjust`` (`± 1` on integer-valued expressions, wrappers) more of them.
@@ -31,7 +32,7 @@ import warnings
 from collections.abc import Collection, Iterable
 
 from .adjust import AddOne, Clamp, DropOne, Unclamp, Wrap
-from .context import FunctionContext, FunctionInfo, Operator, Site, _Op
+from .context import FunctionContext, FunctionInfo, Op, Operator, Site
 from .expressions import (
     AddNot,
     Arith,
@@ -51,10 +52,10 @@ from .expressions import (
 from .guards import AddGuard, LoopCondition
 from .ingredients import SwapCallee, SwapException, SwapLiteral
 from .insertions import InsertIf, InsertStatement, RemoveIf
-from .mutation import Mutation, OperatorError
+from .mutation import INVERSES, Mutation, OperatorError
 from .returns import DropReturn, InsertReturn
 from .slices import SliceEnd
-from .splice import _Prepared
+from .splice import Prepared
 from .statements import (
     InvertIfElse,
     RemoveCondition,
@@ -68,8 +69,10 @@ __all__ = [
     "FunctionContext",
     "FunctionInfo",
     "Mutation",
+    "Op",
     "Operator",
     "OperatorError",
+    "Prepared",
     "Site",
     "functions",
     "mutations",
@@ -77,7 +80,7 @@ __all__ = [
 ]
 
 
-class _InverseOnly(_Op):
+class _InverseOnly(Op):
     """Undoes a removal by re-inserting text; has no sites of its own."""
 
     enumerable = False
@@ -104,6 +107,7 @@ def _catalogue() -> dict[str, Operator]:
 
 
 CATALOGUE: dict[str, Operator] = _catalogue()
+INVERSES.update({name: op.inverse for name, op in CATALOGUE.items()})  # for Mutation.inverse
 
 
 # --------------------------------------------------------------------------------------------
@@ -113,12 +117,12 @@ CATALOGUE: dict[str, Operator] = _catalogue()
 
 def functions(source: str) -> list[FunctionInfo]:
     """Top-level functions and methods of top-level classes, in source order."""
-    prepared = _Prepared(source)
+    prepared = Prepared(source)
     return [FunctionInfo(qualname, prepared.start_line(fn), prepared.positions[fn].end.line)
             for qualname, fn, _ in prepared.function_defs()]
 
 
-def iter_sites(prepared: _Prepared, *, lines: Collection[int] | None = None,
+def iter_sites(prepared: Prepared, *, lines: Collection[int] | None = None,
                functions: Collection[str] | None = None, operators: Iterable[str] | None = None,
                ingredients: Collection[str] = ()) -> list[tuple[Operator, FunctionContext, Site]]:
     """Filtered sites in mutation order (source position, then catalogue order)."""
@@ -152,16 +156,16 @@ def iter_sites(prepared: _Prepared, *, lines: Collection[int] | None = None,
     return [(op, ctx, site) for _, op, ctx, site in found]
 
 
-def prepare(source: str) -> _Prepared:
+def prepare(source: str) -> Prepared:
     """Parse `source` once for several `mutations(..., prepared=...)` calls on it (the parse
     and position metadata are most of the cost of listing one function's mutations)."""
-    return _Prepared(source)
+    return Prepared(source)
 
 
 def mutations(source: str, path: str = "", *, lines: Collection[int] | None = None,
               functions: Collection[str] | None = None,
               operators: Iterable[str] | None = None,
-              prepared: _Prepared | None = None, ingredients: Collection[str] = ()) -> list[Mutation]:
+              prepared: Prepared | None = None, ingredients: Collection[str] = ()) -> list[Mutation]:
     """Every mutation the catalogue offers in `source`, filtered, deduplicated, in source order.
 
     `lines` keeps mutations whose node starts on one of those lines; `functions` keeps those
@@ -171,7 +175,7 @@ def mutations(source: str, path: str = "", *, lines: Collection[int] | None = No
     operator name is unknown.
     """
     if prepared is None:
-        prepared = _Prepared(source)
+        prepared = Prepared(source)
     elif prepared.source != source:
         raise OperatorError("`prepared` was made from another source")
     out: list[Mutation] = []

@@ -18,8 +18,8 @@ import weakref
 
 import libcst as cst
 
-from .context import FunctionContext, Site, _Op, _parenthesize, _prec
-from .expressions import _call_name, _int_value, _is_one, _is_str
+from .context import FunctionContext, Op, Site
+from .nodes import call_name, int_value, is_one, is_str, parenthesize, prec
 from .scope import module_scope
 
 _INT_FUNCS = {"len", "int", "ord", "round", "hash", "id"}
@@ -39,7 +39,7 @@ class _IntGuess:
         sequences = _sequences(func)
         for node in func.nodes:
             if isinstance(node, (cst.For, cst.CompFor)) and isinstance(node.iter, cst.Call):
-                target, fname = node.target, _call_name(node.iter)
+                target, fname = node.target, call_name(node.iter)
                 if fname == "range" and isinstance(target, cst.Name):
                     self.names.add(target.value)
                 elif fname == "enumerate" and isinstance(target, cst.Tuple) and target.elements \
@@ -49,7 +49,7 @@ class _IntGuess:
                 # An index of a sequence (measured or sliced here); `d[key]` of a dict is not.
                 self.names.update(e.slice.value.value for e in node.slice
                                   if isinstance(e.slice, cst.Index) and isinstance(e.slice.value, cst.Name))
-            elif isinstance(node, cst.Call) and _call_name(node) == "range" and isinstance(node.func, cst.Name):
+            elif isinstance(node, cst.Call) and call_name(node) == "range" and isinstance(node.func, cst.Name):
                 self.names.update(a.value.value for a in node.args if isinstance(a.value, cst.Name))
         # Bound from or compared with integers: twice, so `n = len(xs); half = n // 2` makes
         # both integers.
@@ -63,7 +63,7 @@ class _IntGuess:
                         and not isinstance(node.operator if isinstance(node, cst.AugAssign) else None, cst.DivideAssign):
                     self.names.add(node.target.value)
                 elif isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.FloorDivide, cst.Modulo)) \
-                        and not _is_str(node.left):
+                        and not is_str(node.left):
                     self.names.update(n.value for n in (node.left, node.right) if isinstance(n, cst.Name))
                 elif isinstance(node, cst.Comparison) and len(node.comparisons) == 1 \
                         and isinstance(node.comparisons[0].operator, _ORDERING):
@@ -80,14 +80,14 @@ class _IntGuess:
         if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
             return self(node.expression)
         if isinstance(node, cst.Call):
-            name = _call_name(node)
+            name = call_name(node)
             if isinstance(node.func, cst.Name):
                 if name in ("min", "max", "abs") and node.args:
                     return all(self(a.value) for a in node.args if not a.star and a.keyword is None)
                 return name in _INT_FUNCS and (name != "round" or _one_arg(node))
             return name in _INT_METHODS
         if isinstance(node, cst.BinaryOperation):
-            if _is_str(node.left) or _is_str(node.right) or isinstance(node.left, cst.Float) \
+            if is_str(node.left) or is_str(node.right) or isinstance(node.left, cst.Float) \
                     or isinstance(node.right, cst.Float):
                 return False
             if isinstance(node.operator, cst.FloorDivide):
@@ -116,7 +116,7 @@ def _sequences(func: FunctionContext) -> set[str]:
 
 def _is_plus_minus_one(node: cst.CSTNode) -> bool:
     return (isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Add, cst.Subtract))
-            and _is_one(node.right))
+            and is_one(node.right))
 
 
 def _slot(func: FunctionContext, node: cst.CSTNode) -> bool:
@@ -127,7 +127,7 @@ def _slot(func: FunctionContext, node: cst.CSTNode) -> bool:
     if isinstance(parent, cst.Arg):
         call = func.parent(parent)
         # range()/enumerate() arguments are bound's; keyword names are not values.
-        return not (isinstance(call, cst.Call) and _call_name(call) in ("range", "enumerate")
+        return not (isinstance(call, cst.Call) and call_name(call) in ("range", "enumerate")
                     and isinstance(call.func, cst.Name)) and parent.value is node
     if isinstance(parent, (cst.Index, cst.Return)):
         return True
@@ -136,10 +136,10 @@ def _slot(func: FunctionContext, node: cst.CSTNode) -> bool:
     # Against a literal, `x + 1 > 18` is off_by_one's `x > 17`: only non-literal sides shift.
     if isinstance(parent, cst.ComparisonTarget):
         comparison = func.parent(parent)
-        return len(comparison.comparisons) == 1 and _int_value(comparison.left) is None
+        return len(comparison.comparisons) == 1 and int_value(comparison.left) is None
     if isinstance(parent, cst.Comparison):
         return parent.left is node and len(parent.comparisons) == 1 \
-            and _int_value(parent.comparisons[0].comparator) is None
+            and int_value(parent.comparisons[0].comparator) is None
     if isinstance(parent, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
         return parent.value is node
     if isinstance(parent, cst.BinaryOperation):
@@ -148,7 +148,7 @@ def _slot(func: FunctionContext, node: cst.CSTNode) -> bool:
     return False
 
 
-class AddOne(_Op):
+class AddOne(Op):
     name, family, inverse = "add_one", "bound", "drop_one"
     description = ("add or subtract one on an integer-valued expression (`len(xs)`, `n // 2`, an "
                    "index name) in an argument, index, comparison, return or assignment: e -> e ± 1")
@@ -156,29 +156,29 @@ class AddOne(_Op):
     def sites(self, func):
         is_int = _IntGuess(func)
         for node in func.nodes:
-            if _int_value(node) is not None or _is_plus_minus_one(node):
+            if int_value(node) is not None or _is_plus_minus_one(node):
                 continue  # literals are off_by_one's; `x + 1` is drop_one's and arith's
             if isinstance(node, cst.Name) and not func.is_load(node):
                 continue
             if not (_slot(func, node) and is_int(node)):
                 continue
             parent = func.parent(node)
-            if isinstance(parent, cst.BinaryOperation) and _is_one(parent.right):
+            if isinstance(parent, cst.BinaryOperation) and is_one(parent.right):
                 continue  # `(n // 2) + 1` -> `n // 2 + 1 + 1`: no bug anyone writes
-            left = _parenthesize(node) if _prec(node) < 10 else node
+            left = parenthesize(node) if prec(node) < 10 else node
             for op in (cst.Add, cst.Subtract):
                 new = cst.BinaryOperation(left=left, operator=op(), right=cst.Integer("1"))
                 new = func.fit(node, new, adopt_parens=False)
                 yield Site(node, new, f"`{func.code(node)}` -> `{func.code(new)}`")
 
 
-class DropOne(_Op):
+class DropOne(Op):
     name, family, inverse = "drop_one", "bound", "add_one"
     description = "drop a `+ 1` / `- 1`: e ± 1 -> e"
 
     def sites(self, func):
         for node in func.of_type(cst.BinaryOperation):
-            if not _is_plus_minus_one(node) or _is_str(node.left) or _int_value(node.left) is not None:
+            if not _is_plus_minus_one(node) or is_str(node.left) or int_value(node.left) is not None:
                 continue
             # Parentheses that only served the `± 1` go with it, so drop_one undoes add_one
             # exactly: `(a - b) + 1` -> `a - b`, `y * (n + 1)` -> `y * n`; fit puts back those
@@ -209,7 +209,7 @@ def _iterated_names(func: FunctionContext) -> set[str]:
     for node in func.nodes:
         if isinstance(node, (cst.For, cst.CompFor)) and isinstance(node.iter, cst.Name):
             names.add(node.iter.value)
-        elif isinstance(node, cst.Call) and _call_name(node) in ("len", "sorted", "set", "list") \
+        elif isinstance(node, cst.Call) and call_name(node) in ("len", "sorted", "set", "list") \
                 and isinstance(node.func, cst.Name) and node.args and isinstance(node.args[0].value, cst.Name):
             names.add(node.args[0].value.value)
         elif isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name):
@@ -229,7 +229,7 @@ def _numeric_use(func: FunctionContext, node: cst.CSTNode) -> bool:
         call = func.parent(parent)
         return isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value == "range"
     if isinstance(parent, cst.BinaryOperation):
-        return not isinstance(parent.operator, cst.Modulo) and not _is_str(parent.left)
+        return not isinstance(parent.operator, cst.Modulo) and not is_str(parent.left)
     if isinstance(parent, cst.ComparisonTarget):
         return isinstance(parent.operator, _ORDERING)
     if isinstance(parent, cst.Comparison):
@@ -249,7 +249,7 @@ def _iteration_use(func: FunctionContext, node: cst.CSTNode, collections: set[st
             and len(parent.targets) == 1 and _name_in(parent.targets[0].target, collections)
     if isinstance(parent, cst.Arg) and parent.keyword is None:
         call = func.parent(parent)
-        return isinstance(call, cst.Call) and _call_name(call) == "join" and isinstance(call.func, cst.Attribute)
+        return isinstance(call, cst.Call) and call_name(call) == "join" and isinstance(call.func, cst.Attribute)
     return False
 
 
@@ -268,7 +268,7 @@ def _wrapped(name: str, value: cst.BaseExpression, zero_first: bool = False) -> 
     return cst.Call(func=cst.Name(name), args=args)
 
 
-class Wrap(_Op):
+class Wrap(Op):
     name, family, inverse = "wrap", "wrapper", "remove_call"
     description = ("wrap a value: a difference in `abs(e)`, a quotient in `int(e)`, a collection "
                    "used as a number in `len(e)`, an iterated one in `sorted(e)`")
@@ -287,7 +287,7 @@ class Wrap(_Op):
 
     def _wrappers(self, func: FunctionContext, node: cst.CSTNode, collections: set[str]) -> list[str]:
         found = []
-        if isinstance(node, cst.BinaryOperation) and not (_is_str(node.left) or _is_str(node.right)):
+        if isinstance(node, cst.BinaryOperation) and not (is_str(node.left) or is_str(node.right)):
             if isinstance(node.operator, cst.Subtract) and _slot(func, node) \
                     and not isinstance(func.parent(node), cst.BinaryOperation):
                 found.append("abs")
@@ -310,7 +310,7 @@ class Clamp(Wrap):
         return ["max"] if "abs" in super()._wrappers(func, node, collections) else []
 
 
-class Unclamp(_Op):
+class Unclamp(Op):
     name, family, inverse = "unclamp", "wrapper", "clamp"
     description = "drop a clamp at zero: `max(0, e)` / `max(e, 0)` -> `e` (one-argument wrappers: remove_call)"
 
@@ -324,7 +324,7 @@ class Unclamp(_Op):
                 continue
             value = b if _is_zero(a) else a
             if not value.lpar and "\n" in func.module.code_for_node(value):
-                value = _parenthesize(value)  # its line breaks relied on the call's brackets
+                value = parenthesize(value)  # its line breaks relied on the call's brackets
             new = func.fit(node, value)
             yield Site(node, new, f"`{func.code(node)}` -> `{func.code(new)}`")
 

@@ -1,18 +1,19 @@
-"""What operators read: the per-function context, the Operator protocol and its base class,
-and the small node helpers (precedence, parentheses, decorators) they share."""
+"""What operators read: the per-function context, the Operator protocol and ``Op``, the base
+class of every operator.  The node helpers they share are in ``nodes``; the parse the context is
+made from is ``parsed.Parsed`` (``splice.Prepared`` at run time, which also builds mutations)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from typing import NamedTuple, Protocol
 
 import libcst as cst
 from libcst.metadata import ExpressionContext
 
-if TYPE_CHECKING:
-    from .splice import _Prepared
+from .nodes import ClassInfo, decorated, is_word, min_prec, parenthesize, prec, walk
+from .parsed import Parsed
 
 
 @dataclass(frozen=True)
@@ -56,8 +57,8 @@ class FunctionContext:
     chain up to the module, which the region logic and precedence checks need.
     """
 
-    def __init__(self, prepared: _Prepared, node: cst.FunctionDef, qualname: str,
-                 class_info: _ClassInfo | None) -> None:
+    def __init__(self, prepared: Parsed, node: cst.FunctionDef, qualname: str,
+                 class_info: ClassInfo | None) -> None:
         self.prepared = prepared
         self.module = prepared.module
         self.ingredients: tuple[str, ...] = ()  # strings from the failing tests' output (mutations())
@@ -109,7 +110,7 @@ class FunctionContext:
     @property
     def self_name(self) -> str | None:
         """Name of the instance/class parameter of a method (None for functions, staticmethods)."""
-        if self.class_info is None or _decorated(self.node, "staticmethod"):
+        if self.class_info is None or decorated(self.node, "staticmethod"):
             return None
         params = [*self.node.params.posonly_params, *self.node.params.params]
         return params[0].name.value if params else None
@@ -142,7 +143,7 @@ class FunctionContext:
 
     @cached_property
     def _comprehension_targets(self) -> set[int]:
-        return {id(n) for comp in self.of_type(cst.CompFor) for n in _walk(comp.target)
+        return {id(n) for comp in self.of_type(cst.CompFor) for n in walk(comp.target)
                 if isinstance(n, cst.Name)}
 
     def is_load(self, node: cst.BaseExpression) -> bool:
@@ -165,143 +166,21 @@ class FunctionContext:
         if new.lpar:
             return new
         parent = self.parents.get(old)
-        if _prec(new) <= _min_prec(parent, old):
-            return _parenthesize(new)
+        if prec(new) <= min_prec(parent, old):
+            return parenthesize(new)
         if isinstance(parent, cst.Attribute) and isinstance(new, (cst.Integer, cst.Float, cst.Imaginary)):
-            return _parenthesize(new)  # `1.real` is a float literal's syntax error
+            return parenthesize(new)  # `1.real` is a float literal's syntax error
         before, after = self.prepared.neighbours(old)
-        if _is_word(before) or _is_word(after):
+        if is_word(before) or is_word(after):
             text = self.module.code_for_node(new)
-            if (_is_word(before) and _is_word(text[:1])) or (_is_word(after) and _is_word(text[-1:])):
-                return _parenthesize(new)
+            if (is_word(before) and is_word(text[:1])) or (is_word(after) and is_word(text[-1:])):
+                return parenthesize(new)
         return new
 
 
-def _decorated(fn: cst.FunctionDef, name: str) -> bool:
-    for d in fn.decorators:
-        dec = d.decorator
-        if isinstance(dec, cst.Call):
-            dec = dec.func
-        if isinstance(dec, cst.Name) and dec.value == name:
-            return True
-        if isinstance(dec, cst.Attribute) and dec.attr.value == name:
-            return True
-    return False
+class Op:
+    """The base class of every operator: the ``Operator`` fields, no sites until ``sites`` is given."""
 
-
-def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        yield n
-        stack.extend(reversed(n.children))
-
-
-def _is_word(ch: str) -> bool:
-    return bool(ch) and (ch.isalnum() or ch == "_")
-
-
-def _parenthesize(node: cst.BaseExpression) -> cst.BaseExpression:
-    return node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
-
-
-# Python's expression precedence, low to high. Parenthesised nodes count as atoms.
-_ATOM = 16
-_BIN_PREC = {
-    cst.BitOr: 6, cst.BitXor: 7, cst.BitAnd: 8, cst.LeftShift: 9, cst.RightShift: 9,
-    cst.Add: 10, cst.Subtract: 10, cst.Multiply: 11, cst.Divide: 11, cst.FloorDivide: 11,
-    cst.Modulo: 11, cst.MatrixMultiply: 11, cst.Power: 13,
-}
-
-
-def _prec(node: cst.CSTNode) -> int:
-    if getattr(node, "lpar", None):
-        return _ATOM
-    if isinstance(node, (cst.NamedExpr, cst.Yield, cst.GeneratorExp, cst.StarredElement)):
-        return -1  # need parentheses nearly everywhere
-    if isinstance(node, cst.Lambda):
-        return 0
-    if isinstance(node, cst.IfExp):
-        return 1
-    if isinstance(node, cst.BooleanOperation):
-        return 2 if isinstance(node.operator, cst.Or) else 3
-    if isinstance(node, cst.UnaryOperation):
-        return 4 if isinstance(node.operator, cst.Not) else 12
-    if isinstance(node, cst.Comparison):
-        return 5
-    if isinstance(node, cst.BinaryOperation):
-        return _BIN_PREC.get(type(node.operator), 11)
-    if isinstance(node, cst.Await):
-        return 14
-    return _ATOM
-
-
-def _min_prec(parent: cst.CSTNode | None, child: cst.CSTNode) -> int:
-    """A child of `parent` needs precedence above this (conservative: ties get parentheses)."""
-    if isinstance(parent, cst.BinaryOperation):
-        return _BIN_PREC.get(type(parent.operator), 11)
-    if isinstance(parent, cst.UnaryOperation):
-        return 4 if isinstance(parent.operator, cst.Not) else 11
-    if isinstance(parent, cst.BooleanOperation):
-        return 2 if isinstance(parent.operator, cst.Or) else 3
-    if isinstance(parent, (cst.Comparison, cst.ComparisonTarget)):
-        return 5
-    if isinstance(parent, cst.IfExp):
-        return 1
-    if isinstance(parent, cst.Await):
-        return 13
-    if isinstance(parent, (cst.Attribute, cst.Subscript, cst.Call)):
-        return _ATOM - 1  # value of x.a / x[i] / x(...): only atoms
-    return -1
-
-
-class _ClassInfo:
-    def __init__(self, node: cst.ClassDef) -> None:
-        self.node = node
-        self.methods = [s for s in _block_body(node.body) if isinstance(s, cst.FunctionDef)]
-
-    @cached_property
-    def data_attrs(self) -> tuple[str, ...]:
-        """Attributes of instances: `self.x` used or assigned in any method, class-level names,
-        properties; minus methods (``self.width`` -> ``self.area`` is not a plausible bug)."""
-        found: dict[str, None] = {}
-        called: set[str] = set()
-        for stmt in _block_body(self.node.body):
-            if isinstance(stmt, cst.SimpleStatementLine):
-                for small in stmt.body:
-                    target = getattr(small, "target", None)
-                    targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [target]
-                    for t in targets:
-                        if isinstance(t, cst.Name):
-                            found.setdefault(t.value)
-        methods = set()
-        for fn in self.methods:
-            if _decorated(fn, "property") or _decorated(fn, "cached_property"):
-                found.setdefault(fn.name.value)
-            else:
-                methods.add(fn.name.value)
-            params = [*fn.params.posonly_params, *fn.params.params]
-            if not params or _decorated(fn, "staticmethod"):
-                continue
-            me = params[0].name.value
-            for n in _walk(fn.body):
-                if isinstance(n, cst.Call) and _self_attr(n.func, me):
-                    called.add(n.func.attr.value)
-                elif _self_attr(n, me):
-                    found.setdefault(n.attr.value)
-        return tuple(a for a in found if a not in called and a not in methods)
-
-
-def _self_attr(node: cst.CSTNode, me: str | None) -> bool:
-    return (isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name)
-            and node.value.value == me)
-
-
-def _block_body(body: cst.BaseSuite) -> Iterable[cst.CSTNode]:
-    return body.body if isinstance(body, (cst.IndentedBlock, cst.SimpleStatementSuite)) else ()
-
-
-class _Op:
     name = ""
     family = ""
     inverse = ""

@@ -7,15 +7,8 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from .context import (
-    _BIN_PREC,
-    FunctionContext,
-    Site,
-    _Op,
-    _parenthesize,
-    _prec,
-    _self_attr,
-)
+from .context import FunctionContext, Op, Site
+from .nodes import BIN_PREC, call_name, int_value, is_one, is_str, parenthesize, prec, self_attr
 
 
 _REL = {cst.LessThan: "<", cst.LessThanEqual: "<=", cst.GreaterThan: ">",
@@ -24,7 +17,7 @@ _NEGATED = {cst.Is: cst.IsNot, cst.IsNot: cst.Is, cst.In: cst.NotIn, cst.NotIn: 
 _CMP_TEXT = {**_REL, cst.Is: "is", cst.IsNot: "is not", cst.In: "in", cst.NotIn: "not in"}
 
 
-class Compare(_Op):
+class Compare(Op):
     name, family, inverse = "compare", "operator", "compare"
     description = "flip a comparison: < <= > >= == != to one another, is/is not, in/not in"
 
@@ -57,11 +50,7 @@ _ARITH_SWAPS = {"+": ["-"], "-": ["+"], "*": ["/", "//", "**"], "/": ["*", "//"]
                 "|": ["&", "^"], "^": ["&", "|"], "<<": [">>"], ">>": ["<<"]}
 
 
-def _is_str(node: cst.CSTNode) -> bool:
-    return isinstance(node, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString))
-
-
-class Arith(_Op):
+class Arith(Op):
     name, family, inverse = "arith", "operator", "arith"
     description = "swap an arithmetic or bitwise operator (+ -, * / // % **, & | ^, << >>), augmented too"
 
@@ -69,11 +58,11 @@ class Arith(_Op):
         for node in func.of_type(cst.BinaryOperation, cst.AugAssign):
             if isinstance(node, cst.BinaryOperation):
                 # String concatenation/formatting/repetition: swapping gives TypeErrors, not bugs.
-                if _is_str(node.left) or _is_str(node.right):
+                if is_str(node.left) or is_str(node.right):
                     continue
                 text, by_text, suffix = _BIN_TEXT.get(type(node.operator)), _BIN_BY_TEXT, ""
             else:
-                if _is_str(node.value):
+                if is_str(node.value):
                     continue
                 text, by_text, suffix = _AUG_TEXT.get(type(node.operator)), _AUG_BY_TEXT, "="
             op = node.operator
@@ -84,7 +73,7 @@ class Arith(_Op):
                            f"`{text}{suffix}` -> `{other}{suffix}`")
 
 
-class BoolOp(_Op):
+class BoolOp(Op):
     name, family, inverse = "boolop", "operator", "boolop"
     description = "swap `and` and `or`"
 
@@ -111,7 +100,7 @@ def _conditions(func: FunctionContext) -> Iterator[cst.BaseExpression]:
             yield node.value
 
 
-class AddNot(_Op):
+class AddNot(Op):
     name, family, inverse = "add_not", "control", "remove_not"
     description = "negate a condition: `c` -> `not c`"
 
@@ -119,13 +108,13 @@ class AddNot(_Op):
         for cond in _conditions(func):
             if isinstance(cond, cst.UnaryOperation) and isinstance(cond.operator, cst.Not):
                 continue  # `not not c` is no bug anyone writes; remove_not covers the other way
-            inner = _parenthesize(cond) if _prec(cond) <= 4 else cond
+            inner = parenthesize(cond) if prec(cond) <= 4 else cond
             new = cst.UnaryOperation(operator=cst.Not(), expression=inner)
             yield Site(cond, func.fit(cond, new, adopt_parens=False),
                        f"`{func.code(cond)}` -> `not {func.code(inner)}`")
 
 
-class RemoveNot(_Op):
+class RemoveNot(Op):
     name, family, inverse = "remove_not", "control", "add_not"
     description = "drop a negation: `not x` -> `x`"
 
@@ -134,20 +123,6 @@ class RemoveNot(_Op):
             if isinstance(node.operator, cst.Not):
                 yield Site(node, func.fit(node, node.expression),
                            f"`{func.code(node)}` -> `{func.code(node.expression)}`")
-
-
-def _int_value(node: cst.CSTNode) -> tuple[cst.BaseExpression, int] | None:
-    """(literal node, value) for `7` and `-7`; None otherwise."""
-    if (isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus)
-            and isinstance(node.expression, cst.Integer) and not node.expression.lpar):
-        inner = _int_value(node.expression)
-        return (node, -inner[1]) if inner else None
-    if isinstance(node, cst.Integer):
-        try:
-            return node, int(node.evaluated_value)
-        except (ValueError, SyntaxError):
-            return None
-    return None
 
 
 def _int_node(value: int, like: str = "") -> cst.BaseExpression:
@@ -160,17 +135,17 @@ def _int_node(value: int, like: str = "") -> cst.BaseExpression:
     return cst.Integer(text)
 
 
-class OffByOne(_Op):
+class OffByOne(Op):
     name, family, inverse = "off_by_one", "bound", "off_by_one"
     description = "integer constant n -> n + 1 and n - 1"
 
     def sites(self, func):
         for node in func.nodes:
-            found = _int_value(node)
+            found = int_value(node)
             if found is None:
                 continue
             parent = func.parent(node)
-            if isinstance(node, cst.Integer) and _int_value(parent) is not None:
+            if isinstance(node, cst.Integer) and int_value(parent) is not None:
                 continue  # the `7` of `-7`: handled as the whole negative literal
             if isinstance(parent, cst.Attribute):
                 continue  # `1 .real` and friends
@@ -179,18 +154,6 @@ class OffByOne(_Op):
             for delta in (1, -1):
                 new = func.fit(node, _int_node(value + delta, digits))
                 yield Site(node, new, f"`{func.code(node)}` -> `{func.code(new)}`")
-
-
-def _is_one(node: cst.CSTNode) -> bool:
-    return isinstance(node, cst.Integer) and not node.lpar and node.value == "1"
-
-
-def _call_name(node: cst.Call) -> str | None:
-    if isinstance(node.func, cst.Name):
-        return node.func.value
-    if isinstance(node.func, cst.Attribute):
-        return node.func.attr.value
-    return None
 
 
 def _bound_exprs(func: FunctionContext) -> Iterator[tuple[cst.BaseExpression, bool]]:
@@ -214,20 +177,20 @@ def _bound_exprs(func: FunctionContext) -> Iterator[tuple[cst.BaseExpression, bo
         elif isinstance(node, cst.Index):
             v = node.value
             if isinstance(v, cst.BinaryOperation) and isinstance(v.operator, (cst.Add, cst.Subtract)) \
-                    and _is_one(v.right):
+                    and is_one(v.right):
                 yield v, False
 
 
-class Bound(_Op):
+class Bound(Op):
     name, family, inverse = "bound", "bound", "bound"
     description = "shift a slice bound, range()/enumerate() argument or index: E -> E ± 1, X ± 1 -> X"
 
     def sites(self, func):
         for e, may_grow in _bound_exprs(func):
-            if _int_value(e) is not None:
+            if int_value(e) is not None:
                 continue  # plain literals belong to off_by_one
             if isinstance(e, cst.BinaryOperation) and isinstance(e.operator, (cst.Add, cst.Subtract)) \
-                    and _is_one(e.right):
+                    and is_one(e.right):
                 # X + 1 -> X, X - 1 -> X, and X + 1 <-> X - 1: the inverses of E -> E ± 1.
                 flipped = (cst.Subtract if isinstance(e.operator, cst.Add) else cst.Add)(
                     whitespace_before=e.operator.whitespace_before,
@@ -235,7 +198,7 @@ class Bound(_Op):
                 for new in (func.fit(e, e.left), e.with_changes(operator=flipped)):
                     yield Site(e, new, f"`{func.code(e)}` -> `{func.code(new)}`")
             elif may_grow:
-                left = _parenthesize(e) if _prec(e) < 10 else e
+                left = parenthesize(e) if prec(e) < 10 else e
                 for op in (cst.Add, cst.Subtract):
                     new = cst.BinaryOperation(left=left, operator=op(), right=cst.Integer("1"))
                     new = func.fit(e, new, adopt_parens=False)
@@ -247,14 +210,14 @@ _NON_COMMUTATIVE = (cst.Subtract, cst.Divide, cst.FloorDivide, cst.Modulo, cst.P
                     cst.LeftShift, cst.RightShift)
 
 
-class SwapArgs(_Op):
+class SwapArgs(Op):
     name, family, inverse = "swap_args", "name", "swap_args"
     description = "swap adjacent positional arguments, or the operands of - / // % ** << >>"
 
     def sites(self, func):
         for node in func.of_type(cst.Call, cst.BinaryOperation):
             if isinstance(node, cst.Call):
-                if _call_name(node) in _COMMUTATIVE_CALLS:
+                if call_name(node) in _COMMUTATIVE_CALLS:
                     continue
                 args = node.args
                 for i in range(len(args) - 1):
@@ -267,14 +230,14 @@ class SwapArgs(_Op):
                     yield Site(node, node.with_changes(args=new_args),
                                f"swap `{func.code(a.value)}` and `{func.code(b.value)}`")
             elif isinstance(node.operator, _NON_COMMUTATIVE):
-                if _is_str(node.left) or _is_str(node.right):
+                if is_str(node.left) or is_str(node.right):
                     continue
-                p = _BIN_PREC[type(node.operator)]
+                p = BIN_PREC[type(node.operator)]
                 left, right = node.right, node.left
-                if _prec(left) < p or (p == 13 and _prec(left) <= p):  # ** is right-associative
-                    left = _parenthesize(left)
-                if _prec(right) <= p:
-                    right = _parenthesize(right)
+                if prec(left) < p or (p == 13 and prec(left) <= p):  # ** is right-associative
+                    left = parenthesize(left)
+                if prec(right) <= p:
+                    right = parenthesize(right)
                 new = node.with_changes(left=left, right=right)
                 yield Site(node, new, f"`{func.code(node)}` -> `{func.code(new)}`")
 
@@ -282,7 +245,7 @@ class SwapArgs(_Op):
 MAX_NAME_CANDIDATES = 8  # substitutes per use; the nearest-bound names are the plausible ones
 
 
-class WrongName(_Op):
+class WrongName(Op):
     name, family, inverse = "wrong_name", "name", "wrong_name"
     description = "use another local variable, or another attribute of self (`self.w` -> `self.h`)"
 
@@ -299,7 +262,7 @@ class WrongName(_Op):
                 bound.sort(key=lambda item: -item[1])
                 for other, _ in bound[:MAX_NAME_CANDIDATES]:
                     yield Site(node, node.with_changes(value=other), f"`{node.value}` -> `{other}`")
-            elif _self_attr(node, me) and node.attr.value in attrs and func.is_load(node):
+            elif self_attr(node, me) and node.attr.value in attrs and func.is_load(node):
                 parent = func.parent(node)
                 if isinstance(parent, cst.Call) and parent.func is node:
                     continue
@@ -309,7 +272,7 @@ class WrongName(_Op):
                     yield Site(node, new, f"`{me}.{node.attr.value}` -> `{me}.{other}`")
 
 
-class DropOperand(_Op):
+class DropOperand(Op):
     name, family, inverse = "drop_operand", "control", "add_operand"
     description = "drop one operand of and/or: `a and b` -> `a` or `b`"
 
@@ -320,7 +283,7 @@ class DropOperand(_Op):
                 yield Site(node, new, f"`{func.code(node)}` -> `{func.code(new)}`")
 
 
-class RemoveCall(_Op):
+class RemoveCall(Op):
     name, family, inverse = "remove_call", "statement", "wrap_call"
     description = "unwrap a one-argument call: `f(x)` -> `x`"
 
@@ -333,7 +296,7 @@ class RemoveCall(_Op):
                 continue
             value = arg.value
             if not value.lpar and "\n" in func.module.code_for_node(value):
-                value = _parenthesize(value)  # its line breaks relied on the call's brackets
+                value = parenthesize(value)  # its line breaks relied on the call's brackets
             new = func.fit(node, value)
             yield Site(node, new, f"`{func.code(node)}` -> `{func.code(new)}`")
 
@@ -342,7 +305,7 @@ def _name_is(node: cst.CSTNode | None, *values: str) -> bool:
     return isinstance(node, cst.Name) and node.value in values
 
 
-class ReturnValue(_Op):
+class ReturnValue(Op):
     name, family, inverse = "return_value", "constant", "return_value"
     description = "change a returned value: `return X` -> `return None`, True <-> False"
 
@@ -378,8 +341,8 @@ def _constant_changes(func: FunctionContext, node: cst.CSTNode, *, defaults: boo
         targets = ["0"] if defaults else ["True", "False"]
     elif _is_empty_literal(node):
         targets = ["None"]
-    elif defaults and _int_value(node) is not None:
-        literal, value = _int_value(node)
+    elif defaults and int_value(node) is not None:
+        literal, value = int_value(node)
         digits = literal.value if isinstance(literal, cst.Integer) else literal.expression.value
         for delta in (1, -1):
             new = func.fit(node, _int_node(value + delta, digits), adopt_parens=False)
@@ -393,7 +356,7 @@ def _constant_changes(func: FunctionContext, node: cst.CSTNode, *, defaults: boo
         yield Site(node, new, f"`{func.code(node)}` -> `{target}`")
 
 
-class DefaultArg(_Op):
+class DefaultArg(Op):
     name, family, inverse = "default_arg", "constant", "default_arg"
     description = "change a parameter default: True <-> False, None -> 0, n -> n ± 1, [] {} () '' -> None"
 
@@ -404,7 +367,7 @@ class DefaultArg(_Op):
                 yield from _constant_changes(func, param.default, defaults=True)
 
 
-class Constant(_Op):
+class Constant(Op):
     name, family, inverse = "constant", "constant", "constant"
     description = "change a constant: True <-> False, True/False <-> None, [] {} () '' -> None (ints: off_by_one)"
 

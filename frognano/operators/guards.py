@@ -13,7 +13,8 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from .context import FunctionContext, Site, _Op, _parenthesize, _prec, _self_attr, _walk
+from .context import FunctionContext, Op, Site
+from .nodes import parenthesize, prec, self_attr, walk
 
 MAX_GUARDS = 5  # guarded variants of one condition
 MAX_LOOP_NAMES = 2
@@ -28,7 +29,7 @@ def _guardable(func: FunctionContext, node: cst.CSTNode) -> bool:
     """A local name (parameters included) or `self.attr`, read where it stands."""
     if isinstance(node, cst.Name):
         return node.value in func.locals and func.is_load(node)
-    return _self_attr(node, func.self_name) and func.is_load(node)
+    return self_attr(node, func.self_name) and func.is_load(node)
 
 
 def _guards(func: FunctionContext, cond: cst.BaseExpression) -> Iterator[tuple[str, cst.BaseExpression]]:
@@ -36,7 +37,7 @@ def _guards(func: FunctionContext, cond: cst.BaseExpression) -> Iterator[tuple[s
     (`xs and`, `not xs or`), then None (`x is not None and`, `x is None or`)."""
     membership, emptiness, nones, derefs = [], [], [], []
     compared_to_none = set()
-    for node in _walk(cond):
+    for node in walk(cond):
         if isinstance(node, cst.Subscript) and _guardable(func, node.value) and len(node.slice) == 1:
             index = node.slice[0].slice
             key = index.value if isinstance(index, cst.Index) else None
@@ -76,7 +77,7 @@ def _guards(func: FunctionContext, cond: cst.BaseExpression) -> Iterator[tuple[s
                 yield "or", cst.Comparison(left=guard, comparisons=[cst.ComparisonTarget(cst.Is(), cst.Name("None"))])
 
 
-class AddGuard(_Op):
+class AddGuard(Op):
     name, family, inverse = "add_operand", "guard", "drop_operand"
     description = ("guard an if/while/ternary test or a returned one with a name it uses: `k in d and c`, `xs and c`, "
                    "`not xs or c`, `x is not None and c`, `x is None or c`")
@@ -96,7 +97,7 @@ class AddGuard(_Op):
                     break
                 is_and = op == "and"
                 # `g and (a or b)`: the test stays one operand; `g and a and b` needs no brackets.
-                right = _parenthesize(cond) if not cond.lpar and _prec(cond) < (3 if is_and else 2) else cond
+                right = parenthesize(cond) if not cond.lpar and prec(cond) < (3 if is_and else 2) else cond
                 new = cst.BooleanOperation(left=guard, operator=cst.And() if is_and else cst.Or(), right=right)
                 new = func.fit(cond, new, adopt_parens=False)
                 count += 1
@@ -112,7 +113,7 @@ def _collections(func: FunctionContext, loop: cst.While) -> list[str]:
     line = func.prepared.positions[loop].start.line
     bound = {n for n, ln in func.locals.items() if ln < line}
     popped, used = [], []
-    for node in _walk(loop.body):
+    for node in walk(loop.body):
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) \
                 and isinstance(node.func.value, cst.Name) and node.func.value.value in bound:
             (popped if node.func.attr.value in _POPS else used).append(node.func.value.value)
@@ -121,7 +122,7 @@ def _collections(func: FunctionContext, loop: cst.While) -> list[str]:
     return list(dict.fromkeys(popped or used))[:MAX_LOOP_NAMES]
 
 
-class LoopCondition(_Op):
+class LoopCondition(Op):
     name, family, inverse = "loop_condition", "loop", "loop_condition"
     description = "`while True` -> `while queue` for a collection the loop takes from, and back"
 

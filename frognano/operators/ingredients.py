@@ -22,7 +22,8 @@ from collections.abc import Collection, Iterator
 
 import libcst as cst
 
-from .context import FunctionContext, Site, _Op, _self_attr
+from .context import FunctionContext, Op, Site
+from .nodes import self_attr
 from .scope import (
     BUILTIN_NAMES,
     LiteralKey,
@@ -57,7 +58,7 @@ def _render_literal(key: LiteralKey, text: str, like: cst.BaseExpression) -> str
     return f"{prefix}{quote}{inner}{quote}"
 
 
-class SwapLiteral(_Op):
+class SwapLiteral(Op):
     name, family, inverse = "swap_literal", "literal", "swap_literal"
     description = ("replace a str/bytes/int/float literal by another of the same kind from the "
                    "function (nearest first), the file (most frequent first), words quoted "
@@ -142,7 +143,7 @@ def _shape_fits(target: str, call: cst.Call) -> bool:
     return _MIN_POSITIONAL.get(target, 0) <= positional <= _MAX_POSITIONAL.get(target, positional)
 
 
-class SwapCallee(_Op):
+class SwapCallee(Op):
     name, family, inverse = "swap_callee", "callee", "swap_callee"
     description = ("call a confusable function or method instead (min/max, ceil/floor, "
                    "append/extend, keys/values, ...) or another one in scope taking as many arguments")
@@ -180,7 +181,7 @@ class SwapCallee(_Op):
         n = len(call.args)
         if isinstance(call.func, cst.Name) and name in scope.functions and name not in func.locals:
             table = scope.functions
-        elif _self_attr(call.func, me) and cls is not None and name in scope.methods.get(cls, {}):
+        elif self_attr(call.func, me) and cls is not None and name in scope.methods.get(cls, {}):
             table = scope.methods[cls]
         else:
             return []
@@ -227,7 +228,7 @@ def _exception_names(func: FunctionContext) -> Iterator[tuple[cst.BaseExpression
                 yield exc, set()
 
 
-class SwapException(_Op):
+class SwapException(Op):
     name, family, inverse = "swap_exception", "exception", "swap_exception"
     description = ("change the class in `except X` / `raise X(...)` to another the module raises, "
                    "catches or imports, or a confusable builtin (KeyError/IndexError/ValueError/...)")

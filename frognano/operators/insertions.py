@@ -26,9 +26,9 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from .context import FunctionContext, Site, _Op, _walk
-from .expressions import _int_value
-from .statements import _is_plain_statement, _single, _statement_removal
+from .context import FunctionContext, Op, Site
+from .nodes import int_value, walk
+from .statements import is_plain_statement, sole_statement, statement_removal
 
 MAX_INGREDIENTS = 2  # statements tried per place: the search validates every one
 MAX_IF_INGREDIENTS = 1  # small ifs tried per place
@@ -42,21 +42,21 @@ _EXITS = (cst.Return, cst.Raise, cst.Continue, cst.Break)
 # Where statements can go: blocks of the function itself (not of nested defs)
 # --------------------------------------------------------------------------------------------
 
-def _owner_function(func: FunctionContext, node: cst.CSTNode) -> cst.CSTNode | None:
+def owner_function(func: FunctionContext, node: cst.CSTNode) -> cst.CSTNode | None:
     node = func.parent(node)
     while node is not None and not isinstance(node, (cst.FunctionDef, cst.Lambda)):
         node = func.parent(node)
     return node
 
 
-def _own_blocks(func: FunctionContext) -> Iterator[cst.IndentedBlock]:
+def own_blocks(func: FunctionContext) -> Iterator[cst.IndentedBlock]:
     for block in func.of_type(cst.IndentedBlock):
-        if _owner_function(func, block) is func.node:
+        if owner_function(func, block) is func.node:
             yield block
 
 
 def _is_exit(stmt: cst.CSTNode) -> bool:
-    return isinstance(_single(stmt), _EXITS)
+    return isinstance(sole_statement(stmt), _EXITS)
 
 
 def _exits(stmt: cst.CSTNode) -> bool:
@@ -65,22 +65,22 @@ def _exits(stmt: cst.CSTNode) -> bool:
         return True
     if isinstance(stmt, cst.If):
         orelse = stmt.orelse
-        if orelse is None or not _ends_in_exit(stmt.body):
+        if orelse is None or not ends_in_exit(stmt.body):
             return False
-        return _ends_in_exit(orelse.body) if isinstance(orelse, cst.Else) else _exits(orelse)
+        return ends_in_exit(orelse.body) if isinstance(orelse, cst.Else) else _exits(orelse)
     if isinstance(stmt, cst.While):
         return (isinstance(stmt.test, cst.Name) and stmt.test.value == "True"
-                and not any(isinstance(n, cst.Break) for n in _walk(stmt.body)))
+                and not any(isinstance(n, cst.Break) for n in walk(stmt.body)))
     return False
 
 
-def _ends_in_exit(body: cst.BaseSuite) -> bool:
+def ends_in_exit(body: cst.BaseSuite) -> bool:
     if isinstance(body, cst.SimpleStatementSuite):
         return isinstance(body.body[-1], _EXITS)
     return bool(body.body) and _exits(body.body[-1])
 
 
-def _insert(block: cst.IndentedBlock, index: int, stmt: cst.BaseStatement) -> cst.IndentedBlock:
+def insert_into(block: cst.IndentedBlock, index: int, stmt: cst.BaseStatement) -> cst.IndentedBlock:
     """`block` with `stmt` before body[index]; blank lines and comments above body[index]
     stay with it, so the new line sits right under the statement before."""
     return block.with_changes(body=[*block.body[:index], stmt, *block.body[index:]])
@@ -104,7 +104,7 @@ def _places(func: FunctionContext) -> Iterator[_Place]:
     missing from: after a statement, before an exit or a block's first statement, and at the
     start of a loop's body (reported at the loop header)."""
     pos = func.prepared.positions
-    for block in _own_blocks(func):
+    for block in own_blocks(func):
         body = block.body
         for i, stmt in enumerate(body):
             line = pos[stmt].start.line
@@ -131,7 +131,7 @@ class _Ingredient:
 
 
 @functools.lru_cache(maxsize=8192)
-def _facts_of(text: str, mode: str = "exec") -> tuple[frozenset[str], frozenset[str]]:
+def facts_of(text: str, mode: str = "exec") -> tuple[frozenset[str], frozenset[str]]:
     """(names read, names and dotted paths mentioned) of a one-line statement or expression.
 
     By `ast` on the text: a walk of libcst nodes costs far more, and the same texts recur in
@@ -195,7 +195,7 @@ def _small_if(node: cst.If) -> bool:
     """`if c:` (an elif too) with no else and one or two plain one-line statements."""
     body = node.body
     return (node.orelse is None and isinstance(body, cst.IndentedBlock) and 1 <= len(body.body) <= MAX_IF_BODY
-            and all(isinstance(s, cst.SimpleStatementLine) and _is_plain_statement(_single(s)) for s in body.body))
+            and all(isinstance(s, cst.SimpleStatementLine) and is_plain_statement(sole_statement(s)) for s in body.body))
 
 
 def _suites(stmt: cst.BaseCompoundStatement) -> list[cst.BaseSuite]:
@@ -227,7 +227,7 @@ class _Pool:
             for stmt in _simple_statements(fn.body):
                 if isinstance(stmt, cst.If):
                     ing, index = _if_ingredient(module, stmt, qualname, prepared.positions[stmt].start.line), self.ifs_by_name
-                elif _is_plain_statement(_single(stmt)):
+                elif is_plain_statement(sole_statement(stmt)):
                     ing, index = _ingredient(module, stmt, qualname, prepared.positions[stmt].start.line), self.by_name
                 else:
                     continue
@@ -245,7 +245,7 @@ _POOLS_KEPT = 8
 _POOLS_LOCK = threading.Lock()  # the search and synthesis list mutations from several threads
 
 
-def _pool(func: FunctionContext) -> _Pool:
+def statement_pool(func: FunctionContext) -> _Pool:
     source = func.prepared.source
     with _POOLS_LOCK:
         pool = _POOLS.pop(source, None)
@@ -266,7 +266,7 @@ def _bound_at_top(stmt: cst.CSTNode) -> set[str]:
         for small in stmt.body:
             if isinstance(small, cst.Assign):
                 for t in small.targets:
-                    out |= {n.value for n in _walk(t.target) if isinstance(n, cst.Name)}
+                    out |= {n.value for n in walk(t.target) if isinstance(n, cst.Name)}
             elif isinstance(small, (cst.AnnAssign, cst.AugAssign)) and isinstance(small.target, cst.Name):
                 out.add(small.target.value)
             elif isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(small.names, cst.ImportStar):
@@ -289,7 +289,7 @@ def _ingredient(module: cst.Module, stmt: cst.SimpleStatementLine, function: str
     text = module.code_for_node(clean).strip()
     if "\n" in text:
         return None  # continuation lines carry their old indentation: only one-liners travel
-    loads, mentions = _facts_of(text)
+    loads, mentions = facts_of(text)
     return _Ingredient(clean, text, loads, mentions, function, line)
 
 
@@ -301,11 +301,11 @@ def _if_ingredient(module: cst.Module, node: cst.If, function: str | None, line:
     text = module.code_for_node(fresh).strip()
     if text.count("\n") != len(body):
         return None  # a test or statement spanning lines
-    loads, mentions = _facts_of(text)
+    loads, mentions = facts_of(text)
     return _Ingredient(fresh, text, loads, mentions, function, line)
 
 
-class _Scope:
+class FunctionScope:
     """What exists where in one function, and what each statement mentions; cached per
     statement because a statement borders up to three places."""
 
@@ -326,11 +326,11 @@ class _Scope:
         if found is None:
             code = self.func.module.code_for_node
             if isinstance(node, cst.For):
-                found = _facts_of(f"{code(node.target)}, {code(node.iter)}", "eval")[1]
+                found = facts_of(f"{code(node.target)}, {code(node.iter)}", "eval")[1]
             elif isinstance(node, (cst.While, cst.If)):
-                found = _facts_of(code(node.test), "eval")[1]
+                found = facts_of(code(node.test), "eval")[1]
             elif isinstance(node, cst.SimpleStatementLine):
-                found = _facts_of(self.text(node))[1]
+                found = facts_of(self.text(node))[1]
             else:
                 found = frozenset()
             self._mentions[id(node)] = found
@@ -358,7 +358,7 @@ def _loop_advances(func: FunctionContext, place: _Place) -> list[_Ingredient]:
     body = place.block.body
     if place.index == len(body):
         loop, region = func.parent(place.block), None
-    elif isinstance(_single(body[place.index]), cst.Continue):
+    elif isinstance(sole_statement(body[place.index]), cst.Continue):
         loop, region = func.parent(place.block), body[: place.index]
         while loop is not None and not isinstance(loop, (cst.While, cst.For, cst.FunctionDef)):
             loop = func.parent(loop)
@@ -378,7 +378,7 @@ def _loop_advances(func: FunctionContext, place: _Place) -> list[_Ingredient]:
         text = f"{name} -= 1"
     else:
         return []
-    for node in (n for stmt in (region if region is not None else [loop.body]) for n in _walk(stmt)):
+    for node in (n for stmt in (region if region is not None else [loop.body]) for n in walk(stmt)):
         target = getattr(node, "target", None)
         targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [target]
         if any(isinstance(t, cst.Name) and t.value == name for t in targets):
@@ -405,7 +405,7 @@ def _pointless(func: FunctionContext, ing: _Ingredient, place: _Place) -> bool:
     if not any(n in loads for n in names):
         return True
     value = small.value
-    literal = _int_value(value) is not None or isinstance(value, (cst.Float, cst.SimpleString)) or (
+    literal = int_value(value) is not None or isinstance(value, (cst.Float, cst.SimpleString)) or (
         isinstance(value, (cst.List, cst.Dict, cst.Set, cst.Tuple)) and not value.elements) or (
         isinstance(value, cst.Name) and value.value in ("None", "True", "False")) or (
         isinstance(value, cst.Call) and not value.args)  # `set()`, `deque()`
@@ -430,7 +430,7 @@ def _facts(func: FunctionContext) -> tuple[set[str], set[str]]:
 def _copies(func: FunctionContext, pool: _Pool, index: dict[str, list[_Ingredient]], limit: int,
             extra=lambda place: []) -> Iterator[Site]:
     """Insertion sites: per place, `extra(place)` ingredients then the best `limit` from `index`."""
-    scope = _Scope(func, pool)
+    scope = FunctionScope(func, pool)
     for place in _places(func):
         context = scope.context(place)
         near = {scope.text(s) for s in place.neighbours()}
@@ -446,7 +446,7 @@ def _copies(func: FunctionContext, pool: _Pool, index: dict[str, list[_Ingredien
             if ing.text in near:
                 continue
             shown = " ".join(ing.text.split()) if "\n" not in ing.text else _one_line(ing.stmt, func.module)
-            yield Site(place.block, _insert(place.block, place.index, ing.stmt),
+            yield Site(place.block, insert_into(place.block, place.index, ing.stmt),
                        f"insert `{shown}`", place.anchor, place.anchor)
 
 
@@ -464,7 +464,7 @@ def _stores(func: FunctionContext, place: _Place) -> list[_Ingredient]:
         return []
     assigned = set()
     for method in info.methods:
-        for node in _walk(method.body):
+        for node in walk(method.body):
             targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else \
                 [node.target] if isinstance(node, (cst.AugAssign, cst.AnnAssign)) else []
             assigned |= {t.attr.value for t in targets if isinstance(t, cst.Attribute)}
@@ -478,34 +478,34 @@ def _stores(func: FunctionContext, place: _Place) -> list[_Ingredient]:
     return out
 
 
-class InsertStatement(_Op):
+class InsertStatement(Op):
     name, family, inverse = "insert_statement", "statement", "remove_statement"
     description = ("insert a copy of a statement of the same file next to statements that use "
                    "its names; or the missing `i += 1` of a while loop, `self.p = p` of a constructor")
 
     def sites(self, func):
-        pool = _pool(func)
+        pool = statement_pool(func)
         yield from _copies(func, pool, pool.by_name, MAX_INGREDIENTS,
                            lambda place: _loop_advances(func, place) + _stores(func, place))
 
 
-class InsertIf(_Op):
+class InsertIf(Op):
     name, family, inverse = "insert_if", "statement", "remove_if"
     description = ("insert a copy of a small `if` of the same file (no else, one or two plain "
                    "statements), e.g. the final flush after a loop")
 
     def sites(self, func):
-        pool = _pool(func)
+        pool = statement_pool(func)
         if pool.ifs_by_name:
             yield from _copies(func, pool, pool.ifs_by_name, MAX_IF_INGREDIENTS)
 
 
-class RemoveIf(_Op):
+class RemoveIf(Op):
     name, family, inverse = "remove_if", "statement", "insert_if"
     description = "remove a small `if` (no else, one or two plain statements) altogether"
 
     def sites(self, func):
-        for block in _own_blocks(func):
+        for block in own_blocks(func):
             for i, stmt in enumerate(block.body):
                 if isinstance(stmt, cst.If) and _small_if(stmt):
-                    yield _statement_removal(block, i, f"remove `{_one_line(stmt, func.module)}`")
+                    yield statement_removal(block, i, f"remove `{_one_line(stmt, func.module)}`")

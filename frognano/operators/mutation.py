@@ -1,7 +1,8 @@
 """The Mutation record both consumers store and replay, and the package's error type.
 
 A mutation is a minimal text span replacement of the original source, so it has an exact inverse
-(swap ``old`` and ``new``); its inverse operator is looked up in the catalogue.
+(swap ``old`` and ``new``); its inverse operator is looked up in ``INVERSES``, which the
+catalogue (``operators/__init__.py``) fills as it is built.
 """
 
 from __future__ import annotations
@@ -18,6 +19,12 @@ class OperatorError(Exception):
 # --------------------------------------------------------------------------------------------
 # Mutation: the unit both consumers store and replay
 # --------------------------------------------------------------------------------------------
+
+# Each catalogue operator's name -> the name of the operator that undoes it.  Filled by the
+# catalogue rather than looked up in it: the catalogue is built from modules that import this
+# one, so importing it here would close a circle.  Importing this module runs the package's
+# ``__init__`` first, so the table is full before any Mutation exists.
+INVERSES: dict[str, str] = {}
 
 # Tokens for Mutation.size: identifiers/numbers, two-character operators, any other character.
 _TOKEN = re.compile(r"\w+|\*\*=?|//=?|<<=?|>>=?|[=!<>+\-*/%&|^@:]=|->|\S")
@@ -54,17 +61,15 @@ class Mutation:
         return source[: self.start] + self.new + source[self.end :]
 
     def inverse(self) -> Mutation:
-        from . import CATALOGUE  # lazily: the catalogue is built from modules importing this one
-
-        op = CATALOGUE.get(self.operator)
-        if op is None:
+        undoer = INVERSES.get(self.operator)
+        if undoer is None:
             raise OperatorError(f"unknown operator {self.operator!r}")
         # Text before `start` is unchanged, so `line` holds in the mutated source; the node's end
         # moves by the number of lines the edit added or removed.
         shift = self.new.count("\n") - self.old.count("\n")
         return replace(
             self,
-            operator=op.inverse,
+            operator=undoer,
             old=self.new,
             new=self.old,
             end_line=max(self.line, self.end_line + shift),

@@ -6,18 +6,18 @@ from __future__ import annotations
 
 import libcst as cst
 
-from .context import FunctionContext, Site, _Op, _walk
-from .expressions import _int_value, _is_str
+from .context import FunctionContext, Op, Site
 from .insertions import (
-    _ends_in_exit,
-    _facts_of,
-    _insert,
-    _own_blocks,
-    _owner_function,
-    _pool,
-    _Scope,
+    FunctionScope,
+    ends_in_exit,
+    facts_of,
+    insert_into,
+    own_blocks,
+    owner_function,
+    statement_pool,
 )
-from .statements import _single, _statement_removal
+from .nodes import int_value, is_str, walk
+from .statements import sole_statement, statement_removal
 
 MAX_RETURNS = 3  # returned expressions tried where a function falls off its end
 
@@ -45,9 +45,9 @@ def _valued(expr: cst.BaseExpression, returns_values: bool) -> bool:
     In a function that returns values elsewhere (`returns_values`), any call not known to be
     made for its effect counts (`_step(node[i], rest)`, `parse_bool(raw)`); elsewhere only
     calls whose value is their whole point (`", ".join(parts)`) and non-call expressions."""
-    if _is_str(expr) or isinstance(expr, (cst.Ellipsis, cst.Yield, cst.Await, cst.Name)):
+    if is_str(expr) or isinstance(expr, (cst.Ellipsis, cst.Yield, cst.Await, cst.Name)):
         return False
-    if _int_value(expr) is not None or isinstance(expr, (cst.Float, cst.Integer, cst.Imaginary)):
+    if int_value(expr) is not None or isinstance(expr, (cst.Float, cst.Integer, cst.Imaginary)):
         return False
     if isinstance(expr, cst.Call):
         f = expr.func
@@ -58,7 +58,7 @@ def _valued(expr: cst.BaseExpression, returns_values: bool) -> bool:
 
 def _keyword_back(func: FunctionContext, stmt: cst.CSTNode, returns_values: bool) -> Site | None:
     """`parse_bool(raw)` -> `return parse_bool(raw)` in place, for a statement ending a block."""
-    small = _single(stmt)
+    small = sole_statement(stmt)
     if not (isinstance(small, cst.Expr) and _valued(small.value, returns_values)):
         return None
     new = stmt.with_changes(body=[cst.Return(value=small.value, semicolon=small.semicolon)])
@@ -68,7 +68,7 @@ def _keyword_back(func: FunctionContext, stmt: cst.CSTNode, returns_values: bool
 def _is_generator(func: FunctionContext) -> bool:
     """A `yield` of its own: `return x` would end the iteration, not give a value (an `async
     def` without one returns values like any function)."""
-    return any(_owner_function(func, n) is func.node for n in func.of_type(cst.Yield))
+    return any(owner_function(func, n) is func.node for n in func.of_type(cst.Yield))
 
 
 def _returned(func: FunctionContext) -> list[cst.BaseExpression]:
@@ -78,7 +78,7 @@ def _returned(func: FunctionContext) -> list[cst.BaseExpression]:
         value = node.value
         if value is None or (isinstance(value, cst.Name) and value.value == "None"):
             continue
-        if _owner_function(func, node) is not func.node:
+        if owner_function(func, node) is not func.node:
             continue
         text = func.module.code_for_node(value)
         if "\n" not in text and text not in seen:
@@ -89,7 +89,7 @@ def _returned(func: FunctionContext) -> list[cst.BaseExpression]:
 
 def _last_assigned(func: FunctionContext, block: cst.CSTNode) -> str | None:
     name = None
-    for node in _walk(block):
+    for node in walk(block):
         if isinstance(node, cst.Assign):
             names = [t.target.value for t in node.targets if isinstance(t.target, cst.Name)]
             name = names[-1] if names else name
@@ -102,7 +102,7 @@ def _return_line(value: cst.BaseExpression) -> cst.SimpleStatementLine:
     return cst.SimpleStatementLine(body=[cst.Return(value=value)])
 
 
-class InsertReturn(_Op):
+class InsertReturn(Op):
     name, family, inverse = "insert_return", "return", "drop_return"
     description = ("add a missing return where a function or an if-branch falls off its end: "
                    "the last assigned name, a value returned elsewhere, or the final expression")
@@ -112,10 +112,10 @@ class InsertReturn(_Op):
         if fn.name.value == "__init__" or _is_generator(func) or not isinstance(fn.body, cst.IndentedBlock):
             return
         returned = _returned(func)
-        pool = _pool(func)
+        pool = statement_pool(func)
         body = fn.body.body
         last = body[-1]
-        if not _ends_in_exit(fn.body):
+        if not ends_in_exit(fn.body):
             keyword = _keyword_back(func, last, bool(returned))
             if keyword is not None:
                 yield keyword
@@ -123,13 +123,13 @@ class InsertReturn(_Op):
         if not returned:
             return  # a procedure: its branches have nothing to return
         for node in func.of_type(cst.If):
-            if _owner_function(func, node) is not fn:
+            if owner_function(func, node) is not fn:
                 continue
             branches = [node.body]
             if isinstance(node.orelse, cst.Else):
                 branches.append(node.orelse.body)
             for branch in branches:
-                if isinstance(branch, cst.IndentedBlock) and not _ends_in_exit(branch):
+                if isinstance(branch, cst.IndentedBlock) and not ends_in_exit(branch):
                     keyword = _keyword_back(func, branch.body[-1], True)
                     if keyword is not None:
                         yield keyword
@@ -137,13 +137,13 @@ class InsertReturn(_Op):
 
     def _at_end(self, func, block, last, returned, pool, limit=MAX_RETURNS):
         line = func.prepared.positions[last].end.line
-        scope = _Scope(func, pool)
+        scope = FunctionScope(func, pool)
         values: list[cst.BaseExpression] = []
         name = _last_assigned(func, block)
         if name is not None:
             values.append(cst.Name(name))
         values += [v for v in returned
-                   if scope.exists(_facts_of(func.module.code_for_node(v), "eval")[0], line)]
+                   if scope.exists(facts_of(func.module.code_for_node(v), "eval")[0], line)]
         seen = set()
         for value in values:
             text = func.module.code_for_node(value)
@@ -152,11 +152,11 @@ class InsertReturn(_Op):
             seen.add(text)
             if len(seen) > limit:
                 return
-            yield Site(block, _insert(block, len(block.body), _return_line(value)),
+            yield Site(block, insert_into(block, len(block.body), _return_line(value)),
                        f"insert `return {text}`", last, last)
 
 
-class DropReturn(_Op):
+class DropReturn(Op):
     name, family, inverse = "drop_return", "return", "insert_return"
     description = ("drop a return that ends a function or an if-branch, or just its `return` "
                    "keyword: the function falls off its end")
@@ -167,18 +167,18 @@ class DropReturn(_Op):
             return
         # insert_return puts a keyword back only where the function still returns a value.
         valued_returns = sum(1 for r in func.of_type(cst.Return)
-                             if r.value is not None and _owner_function(func, r) is fn)
-        for block in _own_blocks(func):
+                             if r.value is not None and owner_function(func, r) is fn)
+        for block in own_blocks(func):
             owner = func.parent(block)
             if not (owner is fn or isinstance(owner, (cst.If, cst.Else))):
                 continue
             last = block.body[-1]
-            small = _single(last)
+            small = sole_statement(last)
             if not isinstance(small, cst.Return) or small.value is None:
                 continue
             if isinstance(small.value, cst.Name) and small.value.value == "None":
                 continue
-            yield _statement_removal(block, len(block.body) - 1, f"remove `{func.code(last)}`")
+            yield statement_removal(block, len(block.body) - 1, f"remove `{func.code(last)}`")
             if _valued(small.value, valued_returns > 1 or owner is not fn):
                 new = last.with_changes(body=[cst.Expr(value=small.value, semicolon=small.semicolon)])
                 yield Site(last, new, f"`return {func.code(small.value)}` -> `{func.code(small.value)}`")

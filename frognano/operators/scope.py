@@ -15,14 +15,11 @@ import re
 import weakref
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from .context import _block_body, _decorated
-
-if TYPE_CHECKING:
-    from .splice import _Prepared
+from .nodes import block_body, decorated
+from .parsed import Parsed
 
 # Literal kinds: a replacement keeps the kind (a str key for a str key, never an int).
 LiteralKey = tuple[str, object]  # ("str" | "bytes" | "int" | "float", value)
@@ -84,7 +81,7 @@ class Arity:
 def arity(fn: cst.FunctionDef, method: bool) -> Arity:
     p = fn.params
     params = [*p.posonly_params, *p.params]
-    if method and not _decorated(fn, "staticmethod"):
+    if method and not decorated(fn, "staticmethod"):
         params = params[1:]
     required = sum(1 for q in params if q.default is None)
     total = -1 if isinstance(p.star_arg, cst.Param) else len(params)
@@ -107,17 +104,17 @@ class ModuleScope:
         return local or name in self.bound or name in BUILTIN_NAMES
 
 
-_CACHE: weakref.WeakKeyDictionary[_Prepared, ModuleScope] = weakref.WeakKeyDictionary()
+_CACHE: weakref.WeakKeyDictionary[Parsed, ModuleScope] = weakref.WeakKeyDictionary()
 
 
-def module_scope(prepared: _Prepared) -> ModuleScope:
+def module_scope(prepared: Parsed) -> ModuleScope:
     found = _CACHE.get(prepared)
     if found is None:
         found = _CACHE[prepared] = _scan(prepared)
     return found
 
 
-def _scan(prepared: _Prepared) -> ModuleScope:
+def _scan(prepared: Parsed) -> ModuleScope:
     scope = ModuleScope()
     module = prepared.module
     positions = prepared.positions
@@ -132,8 +129,8 @@ def _scan(prepared: _Prepared) -> ModuleScope:
             defined_exceptions.append((stmt.name.value, bases))
             scope.methods[stmt.name.value] = {
                 fn.name.value: (arity(fn, True), positions[fn].start.line)
-                for fn in _block_body(stmt.body) if isinstance(fn, cst.FunctionDef)
-                and not (_decorated(fn, "property") or _decorated(fn, "cached_property"))}
+                for fn in block_body(stmt.body) if isinstance(fn, cst.FunctionDef)
+                and not (decorated(fn, "property") or decorated(fn, "cached_property"))}
     # One pre-order walk with parents for literals, imports, raise/except and assignments.
     stack: list[tuple[cst.CSTNode, cst.CSTNode | None, bool]] = [(module, None, True)]
     while stack:

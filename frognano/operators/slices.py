@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from .context import FunctionContext, Site, _Op
-from .expressions import _int_value
+from .context import FunctionContext, Op, Site
+from .nodes import int_value
 
 
 def _neg(k: int) -> cst.BaseExpression:
@@ -19,7 +19,7 @@ def _neg(k: int) -> cst.BaseExpression:
 
 def _negated(node: cst.BaseExpression) -> cst.BaseExpression | None:
     """-node for an integer literal or a (dotted) name, and node for -node; None otherwise."""
-    value = _int_value(node)
+    value = int_value(node)
     if value is not None:
         return None if value[1] == 0 else (_neg(value[1]) if value[1] > 0 else cst.Integer(str(-value[1])))
     if isinstance(node, (cst.Name, cst.Attribute)) and not node.lpar:
@@ -41,7 +41,7 @@ def _with_slice(node: cst.Subscript, new: cst.Slice) -> cst.Subscript:
 
 
 def _is_minus_one(node: cst.CSTNode | None) -> bool:
-    found = _int_value(node) if node is not None else None
+    found = int_value(node) if node is not None else None
     return found is not None and found[1] == -1
 
 
@@ -69,7 +69,7 @@ def _reversible(node: cst.CSTNode, lists: set[str]) -> bool:
         isinstance(node, cst.Name) and node.value in lists)
 
 
-class SliceEnd(_Op):
+class SliceEnd(Op):
     name, family, inverse = "slice", "slice", "slice"
     description = ("slice the other end: `xs[1:]` <-> `xs[:-1]`, `xs[:n]` <-> `xs[n:]` or `xs[-n:]`; drop "
                    "`[::-1]`, or add it to a sorted()/list() or a returned list")

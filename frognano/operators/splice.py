@@ -1,80 +1,28 @@
-"""Parsed source and splicing: one parse with positions, and the construction of a Mutation
-from a site by splicing expressions or re-rendering the smallest enclosing statement."""
+"""Splicing: the construction of a Mutation from a site, by splicing expressions or
+re-rendering the smallest enclosing statement, on a parse (``Prepared``, a ``parsed.Parsed``
+with the caches this needs)."""
 
 from __future__ import annotations
 
 import ast
-import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import fields
-from functools import cached_property
 
 import libcst as cst
-from libcst.metadata import (
-    ExpressionContext,
-    ExpressionContextProvider,
-    MetadataWrapper,
-    PositionProvider,
-)
 
-from .context import FunctionContext, Operator, Site, _ClassInfo
-from .mutation import Mutation, OperatorError
-
-_NEWLINE = re.compile(r"\r\n|\r|\n")
+from .context import FunctionContext, Operator, Site
+from .mutation import Mutation
+from .parsed import Parsed
 
 
-class _Prepared:
+class Prepared(Parsed):
     """One parse of a source file with everything mutation construction needs."""
 
     def __init__(self, source: str) -> None:
-        try:
-            self.module = cst.parse_module(source)
-        except (cst.ParserSyntaxError, ValueError, RecursionError) as exc:
-            raise OperatorError(f"source does not parse: {exc}") from None
-        self.source = source
-        self.wrapper = MetadataWrapper(self.module, unsafe_skip_copy=True)  # keep node identity
-        self.positions = self.wrapper.resolve(PositionProvider)
-        # libcst renders a statement with its final newline even when the file lacks one.
-        module = self.module
-        self.vsource = source if module.has_trailing_newline or not module.body else source + module.default_newline
-        self.line_starts = [0] + [m.end() for m in _NEWLINE.finditer(self.vsource)]
+        super().__init__(source)
         self._regions: dict[cst.CSTNode, tuple[int, str, str, bool] | None] = {}
         self._lines: dict[cst.CSTNode, tuple[int, int, str, bool]] = {}
-        self._newline_len = len(module.code_for_node(cst.TrailingWhitespace()))
-
-    @cached_property
-    def contexts(self) -> Mapping[cst.CSTNode, ExpressionContext]:
-        return self.wrapper.resolve(ExpressionContextProvider)
-
-    def function_defs(self) -> Iterator[tuple[str, cst.FunctionDef, _ClassInfo | None]]:
-        for stmt in self.module.body:
-            if isinstance(stmt, cst.FunctionDef):
-                yield stmt.name.value, stmt, None
-            elif isinstance(stmt, cst.ClassDef):
-                info = _ClassInfo(stmt)
-                for fn in info.methods:
-                    yield f"{stmt.name.value}.{fn.name.value}", fn, info
-
-    def start_line(self, node: cst.CSTNode) -> int:
-        decorators = getattr(node, "decorators", ())
-        return self.positions[decorators[0] if decorators else node].start.line
-
-    def offset(self, pos: cst.metadata.CodePosition) -> int:
-        return self.line_starts[pos.line - 1] + pos.column
-
-    def expression_bounds(self, node: cst.BaseExpression) -> tuple[int, int]:
-        """Offsets of `node`'s text in the source, its own parentheses included (positions
-        leave them out)."""
-        rng = self.positions[node]
-        code = self.module.code_for_node
-        start = self.offset(rng.start) - sum(len(code(p)) for p in node.lpar)
-        end = self.offset(rng.end) + sum(len(code(p)) for p in node.rpar)
-        return start, end
-
-    def neighbours(self, node: cst.BaseExpression) -> tuple[str, str]:
-        """Characters just before and after `node`'s text."""
-        start, end = self.expression_bounds(node)
-        return self.vsource[start - 1 : start] if start > 0 else "", self.vsource[end : end + 1]
+        self._newline_len = len(self.module.code_for_node(cst.TrailingWhitespace()))
 
     # -- regions: the smallest statement whose text we regenerate ----------------------------
     def _is_region(self, ctx: FunctionContext, node: cst.CSTNode) -> bool:

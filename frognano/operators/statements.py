@@ -7,8 +7,8 @@ from collections.abc import Iterable
 
 import libcst as cst
 
-from .context import Site, _Op, _walk
-from .expressions import _is_str
+from .context import Op, Site
+from .nodes import is_str, walk
 from .scope import dotted
 
 
@@ -32,7 +32,7 @@ def _replace_in_block(block: cst.IndentedBlock, index: int,
     return block.with_changes(body=[*block.body[:index], *stmts, *rest], footer=footer)
 
 
-class RemoveCondition(_Op):
+class RemoveCondition(Op):
     name, family, inverse = "remove_condition", "control", "restore_condition"
     description = "drop an if (no else): its body runs unconditionally, dedented in place"
 
@@ -53,7 +53,7 @@ class RemoveCondition(_Op):
                            f"remove condition `if {func.code(stmt.test)}:`", stmt, stmt)
 
 
-class InvertIfElse(_Op):
+class InvertIfElse(Op):
     name, family, inverse = "invert_if_else", "control", "invert_if_else"
     description = "swap the branches of `if c: A else: B`"
 
@@ -71,7 +71,7 @@ class InvertIfElse(_Op):
             yield Site(node, new, f"invert `if {func.code(node.test)}:` branches")
 
 
-def _statement_removal(block: cst.IndentedBlock, index: int, description: str) -> Site:
+def statement_removal(block: cst.IndentedBlock, index: int, description: str) -> Site:
     stmt = block.body[index]
     if len(block.body) == 1:  # a block cannot be empty
         pass_line = cst.SimpleStatementLine(body=[cst.Pass()], leading_lines=stmt.leading_lines)
@@ -79,35 +79,35 @@ def _statement_removal(block: cst.IndentedBlock, index: int, description: str) -
     return Site(block, _replace_in_block(block, index, []), description, stmt, stmt)
 
 
-def _single(stmt: cst.CSTNode) -> cst.BaseSmallStatement | None:
+def sole_statement(stmt: cst.CSTNode) -> cst.BaseSmallStatement | None:
     if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
         return stmt.body[0]
     return None
 
 
-def _is_plain_statement(small: cst.CSTNode | None) -> bool:
+def is_plain_statement(small: cst.CSTNode | None) -> bool:
     """Assignments and expression statements other than docstrings, `...` and bare strings."""
     if isinstance(small, (cst.Assign, cst.AugAssign)):
         return True
     if isinstance(small, cst.AnnAssign):
         return small.value is not None
     if isinstance(small, cst.Expr):
-        return not (_is_str(small.value) or isinstance(small.value, cst.Ellipsis))
+        return not (is_str(small.value) or isinstance(small.value, cst.Ellipsis))
     return False
 
 
-class RemoveStatement(_Op):
+class RemoveStatement(Op):
     name, family, inverse = "remove_statement", "statement", "insert_statement"
     description = "remove an assignment or expression statement (`pass` if it was alone)"
 
     def sites(self, func):
         for block in func.of_type(cst.IndentedBlock):
             for i, stmt in enumerate(block.body):
-                if _is_plain_statement(_single(stmt)):
-                    yield _statement_removal(block, i, f"remove `{func.code(stmt)}`")
+                if is_plain_statement(sole_statement(stmt)):
+                    yield statement_removal(block, i, f"remove `{func.code(stmt)}`")
 
 
-class RemoveReturn(_Op):
+class RemoveReturn(Op):
     name, family, inverse = "remove_return", "statement", "insert_statement"
     description = "remove an early return (any return but a function's last statement)"
 
@@ -115,17 +115,17 @@ class RemoveReturn(_Op):
         for block in func.of_type(cst.IndentedBlock):
             owner = func.parent(block)
             for i, stmt in enumerate(block.body):
-                if not isinstance(_single(stmt), cst.Return):
+                if not isinstance(sole_statement(stmt), cst.Return):
                     continue
                 if isinstance(owner, cst.FunctionDef) and i == len(block.body) - 1:
                     continue  # the final return is the function's result, not an early exit
-                yield _statement_removal(block, i, f"remove `{func.code(stmt)}`")
+                yield statement_removal(block, i, f"remove `{func.code(stmt)}`")
 
 
 def _paths(node: cst.CSTNode, skip: set) -> set[str]:
     """Names and dotted attribute paths (`self.items`) mentioned under `node`."""
     out = set()
-    for n in _walk(node):
+    for n in walk(node):
         if isinstance(n, cst.Name) and n.value not in skip:
             out.add(n.value)
         elif isinstance(n, cst.Attribute):
@@ -145,7 +145,7 @@ def _writes(small: cst.CSTNode, skip: set) -> set[str]:
     return _paths(small, skip)  # an expression statement may mutate anything it touches
 
 
-class SwapStatements(_Op):
+class SwapStatements(Op):
     name, family, inverse = "swap_statements", "statement", "swap_statements"
     description = "swap two adjacent dependent simple statements (shuffled lines)"
 
@@ -155,8 +155,8 @@ class SwapStatements(_Op):
             body = block.body
             for i in range(len(body) - 1):
                 a, b = body[i], body[i + 1]
-                sa, sb = _single(a), _single(b)
-                if not (_is_plain_statement(sa) and _is_plain_statement(sb)):
+                sa, sb = sole_statement(a), sole_statement(b)
+                if not (is_plain_statement(sa) and is_plain_statement(sb)):
                     continue
                 # Independent statements commute: swapping them changes nothing observable.
                 if not (_writes(sa, skip) & _paths(sb, skip) or _writes(sb, skip) & _paths(sa, skip)):

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from ..errors import FrogNanoError
 from ..runtime.base import ContextOverflow, Model, Sampling
-from .harness import MAX_CANDIDATES, SYSTEM_PROMPT, TOOL_NAMES, TOOLS, ToolBox, ToolError, parse_tool_call
+from .harness import (MAX_CANDIDATES, SYSTEM_PROMPT, TOOL_NAMES, TOOLS, ToolBox, ToolCall, ToolError,
+                      parse_tool_call)
 from .patch import Patch
 
 log = logging.getLogger(__name__)
@@ -147,12 +148,8 @@ def run_episode(model: Model, toolbox: ToolBox, observation: str, config: Episod
     messages: list[dict] = [{"role": "system", "content": SYSTEM_PROMPT},
                             {"role": "user", "content": observation}]
     started = time.monotonic()
-    seen: dict[tuple[str, int], tuple[int, str]] = {}  # (call, state) -> (times made, its reply)
-    # ANSWERED_ONCE calls already answered in a state of the files: the grammar stops offering
-    # them there (invalid-action masking, as ToolBox.offered does for submit).  The first
-    # observation is the run of the unchanged files, so run_tests starts answered.
-    answered: set[tuple[str, int]] = {("run_tests", toolbox.state())}
-    malformed_run, last_error = 0, ""  # malformed replies in a row with the same error (numbers aside)
+    # The first observation is the run of the unchanged files, so run_tests starts answered.
+    memory = _Memory(answered={("run_tests", toolbox.state())})
     record = _record_path(record_dir) if record_dir is not None else None
     try:
         for turn in range(config.max_turns):
@@ -160,12 +157,7 @@ def run_episode(model: Model, toolbox: ToolBox, observation: str, config: Episod
                 episode.status = EpisodeStatus.CANCELLED
                 break
             try:
-                # Every tool is shown in the prompt (its text is the same at every turn); the
-                # grammar lets the reply call only the ones that can do something now.
-                offered: list = [n for n in toolbox.offered(config.names) if (n, toolbox.state()) not in answered]
-                offered = _narrowed(offered or config.names, config.schemas, toolbox)
-                gen = model.generate(messages, config.schemas, turn_sampling(config.sampling, turn), cancel=cancel,
-                                     constrain=config.constrain, offered=offered)
+                gen = _generate(model, messages, config, toolbox, memory, turn, cancel)
             except ContextOverflow as exc:  # the model works: this episode is over, the next starts small
                 episode.status, episode.error = EpisodeStatus.CONTEXT_OVERFLOW, str(exc)
                 break
@@ -176,58 +168,23 @@ def run_episode(model: Model, toolbox: ToolBox, observation: str, config: Episod
                 messages.append({"role": "assistant", "content": gen.text})
                 episode.status = EpisodeStatus.CANCELLED
                 break
-            shown = gen.text  # what the conversation keeps of the reply
-            try:
-                call = parse_tool_call(gen.text)
-                if config.tools is not None and call.name not in config.tools:
-                    raise ToolError(f"tool {call.name!r} is not offered here; tools: {', '.join(config.tools)}")
-            except ToolError as exc:
-                episode.malformed += 1
-                call, result_terminal = None, False
-                if gen.finish_reason == "length":
-                    # A reply cut at the token limit is mostly filler (a string or a list that
-                    # never closed): keeping it whole would make every later prompt pay for it.
-                    shown = _cut(gen.text)
-                    reply = (f"error: the reply was cut off at {gen.completion_tokens} tokens, inside the tool call; "
-                             "make the call shorter")
-                else:
-                    reply = f"error: {exc}"
-                error = re.sub(r"\d+", "N", reply)
-                malformed_run = malformed_run + 1 if error == last_error else 1
-                last_error = error
-            else:
-                malformed_run, last_error = 0, ""
-                state = (call.key(), toolbox.state())
-                times, before = seen.get(state, (0, ""))
-                if times:
-                    # The same call with nothing changed since gets the same answer: said once
-                    # without running it again, and the next such call ends the episode.
-                    reply, result_terminal = (f"note: you made this call before and nothing has changed since; "
-                                              f"the result is the same (call another tool):\n{before}"), False
-                else:
-                    result = toolbox.call(call)
-                    reply, result_terminal = result.text, result.terminal
-                    before = reply
-                seen[state] = (times + 1, before)
-                if call.name in ANSWERED_ONCE and (call.name == "run_tests" or not call.arguments):
-                    answered.add((call.name, toolbox.state()))
-                if toolbox.state() in toolbox.tested:  # apply runs the failing tests too
-                    answered.add(("run_tests", toolbox.state()))
-            messages.append({"role": "assistant", "content": shown})
+            answer = _respond(gen, config, toolbox, memory)  # recoverable problems become the reply
+            episode.malformed += answer.call is None
+            messages.append({"role": "assistant", "content": answer.shown})
             episode.turns.append(Turn(gen.text, gen.prompt_tokens, gen.completion_tokens,
-                                      {"name": call.name, "arguments": call.arguments} if call else None, reply))
-            if result_terminal:  # submit, which the toolbox accepts only with a change made
+                                      {"name": answer.call.name, "arguments": answer.call.arguments}
+                                      if answer.call else None, answer.reply))
+            if answer.terminal:  # submit, which the toolbox accepts only with a change made
                 episode.patch = toolbox.patch()
                 episode.status = EpisodeStatus.SUBMITTED
                 break
-            repeats = seen[state][0] if call is not None else malformed_run
-            if repeats >= config.repeat_limit:
+            if answer.repeats >= config.repeat_limit:
                 episode.status = EpisodeStatus.LOOPING
                 break
             if episode.tokens_in + episode.tokens_out > config.max_tokens:
                 episode.status = EpisodeStatus.TOKENS
                 break
-            messages.append({"role": "tool", "content": reply})
+            messages.append({"role": "tool", "content": answer.reply})
             if record is not None:  # as it goes: a process killed mid-episode still leaves its record
                 _save(record, episode, messages, model, config, meta or {}, started)
         else:
@@ -243,6 +200,82 @@ def run_episode(model: Model, toolbox: ToolBox, observation: str, config: Episod
         if record is not None:
             episode.record = _save(record, episode, messages, model, config, meta or {}, started)
     return episode
+
+
+@dataclass
+class _Answer:
+    """What goes back for one reply: the call (None: malformed), the reply as the conversation
+    keeps it, the answer, whether it ends the episode, and how often it was made in a row."""
+
+    call: ToolCall | None
+    shown: str
+    reply: str
+    terminal: bool
+    repeats: int  # the same call in the same state, or the same malformed reply in a row
+
+
+@dataclass
+class _Memory:
+    """What the loop remembers between turns."""
+
+    # (call, state of the files) -> (times made, its answer)
+    seen: dict[tuple[str, int], tuple[int, str]] = field(default_factory=dict)
+    # ANSWERED_ONCE calls already answered in a state of the files: the grammar stops offering
+    # them there (invalid-action masking, as ToolBox.offered does for submit).
+    answered: set[tuple[str, int]] = field(default_factory=set)
+    malformed_run: int = 0  # malformed replies in a row with the same error (numbers aside)
+    last_error: str = ""
+
+
+def _generate(model: Model, messages: list[dict], config: EpisodeConfig, toolbox: ToolBox, memory: _Memory,
+              turn: int, cancel: threading.Event):
+    """The model's next reply.  Every tool is shown in the prompt (its text is the same at every
+    turn); the grammar lets the reply call only the ones that can do something now."""
+    offered: list = [n for n in toolbox.offered(config.names) if (n, toolbox.state()) not in memory.answered]
+    offered = _narrowed(offered or config.names, config.schemas, toolbox)
+    return model.generate(messages, config.schemas, turn_sampling(config.sampling, turn), cancel=cancel,
+                          constrain=config.constrain, offered=offered)
+
+
+def _respond(gen, config: EpisodeConfig, toolbox: ToolBox, memory: _Memory) -> _Answer:
+    """The answer to a reply: a malformed one gets a one-line error; a call is run, unless the
+    same call was answered in the same state of the files (then that answer, said once)."""
+    try:
+        call = parse_tool_call(gen.text)
+        if config.tools is not None and call.name not in config.tools:
+            raise ToolError(f"tool {call.name!r} is not offered here; tools: {', '.join(config.tools)}")
+    except ToolError as exc:
+        shown = gen.text
+        if gen.finish_reason == "length":
+            # A reply cut at the token limit is mostly filler (a string or a list that never
+            # closed): keeping it whole would make every later prompt pay for it.
+            shown = _cut(gen.text)
+            reply = (f"error: the reply was cut off at {gen.completion_tokens} tokens, inside the tool call; "
+                     "make the call shorter")
+        else:
+            reply = f"error: {exc}"
+        error = re.sub(r"\d+", "N", reply)
+        memory.malformed_run = memory.malformed_run + 1 if error == memory.last_error else 1
+        memory.last_error = error
+        return _Answer(None, shown, reply, False, memory.malformed_run)
+    memory.malformed_run, memory.last_error = 0, ""
+    state = (call.key(), toolbox.state())
+    times, before = memory.seen.get(state, (0, ""))
+    if times:
+        # The same call with nothing changed since gets the same answer: said once without
+        # running it again, and the next such call ends the episode.
+        reply, terminal = (f"note: you made this call before and nothing has changed since; "
+                           f"the result is the same (call another tool):\n{before}"), False
+    else:
+        result = toolbox.call(call)
+        reply, terminal = result.text, result.terminal
+        before = reply
+    memory.seen[state] = (times + 1, before)
+    if call.name in ANSWERED_ONCE and (call.name == "run_tests" or not call.arguments):
+        memory.answered.add((call.name, toolbox.state()))
+    if toolbox.state() in toolbox.tested:  # apply runs the failing tests too
+        memory.answered.add(("run_tests", toolbox.state()))
+    return _Answer(call, gen.text, reply, terminal, times + 1)
 
 
 def _narrowed(offered: list, schemas: list[dict], toolbox: ToolBox) -> list:

@@ -1,6 +1,6 @@
 """Writing a verified fix to the user's tree, and undoing it.
 
-Keeps DESIGN.md invariants 1 and 5: a file is written only when its content is still exactly
+Keeps docs/ARCHITECTURE.md invariants 1 and 5: a file is written only when its content is still exactly
 what the fix was computed against -- the atomic exchange that puts the fix in place hands back
 what was there, and that is what gets compared -- a patch goes in whole or not at all, the
 displaced file itself is the undo copy, and a process killed at any instant leaves neither a
@@ -23,8 +23,8 @@ from pathlib import Path
 from ..errors import ApplyError
 from ..paths import project_cache
 from ..sandbox.workspace import encode_source, read_source
-from .exchange import _Swap
-from .journal import _locked, _recover_locked, _swap_all, _write_json
+from .exchange import Swap
+from .journal import locked, recover_locked, swap_all, write_json
 from .patch import FileEdit, Patch, sha256
 
 log = logging.getLogger(__name__)
@@ -102,18 +102,18 @@ def apply_patch(root: Path, patch: Patch, *, cache: Path | None = None) -> Path:
     _check_writable(root, patch)
     undo_root = (cache or project_cache(root)) / "undo"
     changed = "{path} changed since the fix was computed; nothing was written (run frognano fix again)"
-    with _locked(undo_root, root):
-        _recover_locked(root, undo_root, {(root / e.path).parent for e in patch.edits})
+    with locked(undo_root, root):
+        recover_locked(root, undo_root, {(root / e.path).parent for e in patch.edits})
         for e in patch.edits:  # the early, cheap refusal; the swap below is the real check
             if _current_text(root / e.path) != e.before:
                 raise ApplyError(changed.format(path=e.path))
-        swaps = [_Swap.make(root, e.path, _encode(root, e), sha256(e.before), f"{i}.before")
+        swaps = [Swap.make(root, e.path, _encode(root, e), sha256(e.before), f"{i}.before")
                  for i, e in enumerate(patch.edits)]
         record = _record_name()
         manifest = {"root": str(root), "time": time.time(),
                     "files": [{"path": e.path, "copy": s.copy, "after_sha256": sha256(e.after)}
                               for e, s in zip(patch.edits, swaps)]}
-        _swap_all(undo_root, {"op": "apply", "root": str(root), "record": record, "manifest": manifest},
+        swap_all(undo_root, {"op": "apply", "root": str(root), "record": record, "manifest": manifest},
                   swaps, changed)
     log.info("applied %d file(s); undo record %s", len(patch.edits), undo_root / record)
     return undo_root / record
@@ -130,7 +130,7 @@ def record_applied(root: Path, patch: Patch, *, cache: Path | None = None) -> Pa
     for e in patch.edits:
         _check_path(root, e.path)
     undo_root = (cache or project_cache(root)) / "undo"
-    with _locked(undo_root, root):
+    with locked(undo_root, root):
         for e in patch.edits:
             if _current_text(root / e.path) != e.after:
                 raise ApplyError(f"{e.path} does not hold the fix; no undo record kept")
@@ -140,7 +140,7 @@ def record_applied(root: Path, patch: Patch, *, cache: Path | None = None) -> Pa
         for i, e in enumerate(patch.edits):
             (record / f"{i}.before").write_bytes(encode_source(e.before, like=root / e.path))
             files.append({"path": e.path, "copy": f"{i}.before", "after_sha256": sha256(e.after)})
-        _write_json(record / "manifest.json", {"root": str(root), "time": time.time(), "files": files,
+        write_json(record / "manifest.json", {"root": str(root), "time": time.time(), "files": files,
                                                "by": "editor"})
     log.info("recorded the fix applied in the editor (%d file(s)); undo record %s", len(patch.edits), record)
     return record
@@ -162,8 +162,8 @@ def undo_last(root: Path, *, cache: Path | None = None, force: bool = False) -> 
     base = (cache or project_cache(root)) / "undo"
     if not base.is_dir():
         raise ApplyError(f"nothing to undo for {root}")
-    with _locked(base, root):
-        _recover_locked(root, base, set())
+    with locked(base, root):
+        recover_locked(root, base, set())
         records = sorted((p for p in base.glob("*/manifest.json")), key=lambda p: p.parent.name)
         if not records:
             raise ApplyError(f"nothing to undo for {root}")
@@ -178,10 +178,10 @@ def undo_last(root: Path, *, cache: Path | None = None, force: bool = False) -> 
                 now = _current_text(root / f["path"])
                 if now is None or sha256(now) != f["after_sha256"]:
                     raise ApplyError(changed.format(path=f["path"]))
-        swaps = [_Swap.make(root, f["path"], (record / f["copy"]).read_bytes(),
+        swaps = [Swap.make(root, f["path"], (record / f["copy"]).read_bytes(),
                             None if force else f["after_sha256"], f"{i}.undone")
                  for i, f in enumerate(manifest["files"])]
-        _swap_all(base, {"op": "undo", "root": str(root), "record": record.name}, swaps, changed)
+        swap_all(base, {"op": "undo", "root": str(root), "record": record.name}, swaps, changed)
     return UndoResult(record, [f["path"] for f in manifest["files"]])
 
 
@@ -194,8 +194,8 @@ def recover(root: Path, *, cache: Path | None = None) -> list[str]:
     if not undo_root.is_dir():
         return []
     try:
-        with _locked(undo_root, root):
-            return _recover_locked(root, undo_root, set())
+        with locked(undo_root, root):
+            return recover_locked(root, undo_root, set())
     except (OSError, ApplyError) as exc:
         log.warning("cannot check %s for interrupted writes: %s", undo_root, exc)
         return []

@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 
 from .localize import StatementMap
-from .verify import changed_span
+from .spans import changed_span
 
 # `b > a` is `a < b`: comparisons are keyed in their `<` / `<=` form.
 _MIRROR: dict[type, type] = {ast.Gt: ast.Lt, ast.GtE: ast.LtE}

@@ -16,7 +16,7 @@ from ..config import Settings
 from ..errors import EXIT_OK, EXIT_UNFIXED, FrogNanoError, UsageError
 from ..progress import Progress, Silent
 from ..sandbox.results import RunResult
-from ..sandbox.runner import TestRunner
+from ..sandbox.runner import RunnerConfig, TestRunner
 from ..sandbox.spectra import CoverageMap
 from ..sandbox.workspace import Workspace
 from .collection import collect_error
@@ -169,7 +169,7 @@ class Engine:
     @property
     def runner(self) -> TestRunner:
         if self._runner is None:
-            self._runner = TestRunner(self.ws, self.settings.runner_config())
+            self._runner = TestRunner(self.ws, RunnerConfig.from_settings(self.settings))
         return self._runner
 
     def close(self) -> None:
@@ -376,7 +376,7 @@ class Engine:
 
     def verifier(self, diagnosis: Diagnosis) -> Verifier:
         """The judge of candidates against ``diagnosis``: its failing tests must pass, its passing
-        ones must keep passing (DESIGN.md invariant 2)."""
+        ones must keep passing (docs/ARCHITECTURE.md, invariant 2)."""
         return Verifier(self.ws, self.runner, diagnosis.run, diagnosis.coverage,
                         timeout=self.settings.timeout, factor=self.settings.candidate_timeout_factor,
                         allow_test_edits=self.settings.allow_test_edits, outside=diagnosis.outside)
@@ -408,7 +408,7 @@ class Engine:
             try:
                 ws.set_overlay(self.ws.overlay)
                 ws.sync()
-                runner = TestRunner(ws, self.settings.runner_config())
+                runner = TestRunner(ws, RunnerConfig.from_settings(self.settings))
             except BaseException:
                 ws.close()
                 raise
@@ -454,7 +454,7 @@ class Engine:
                       record: bool = True, seed: int | None = None, hint: str = "",
                       tools: tuple[str, ...] | None = None, listed: int | None = None) -> tuple[Episode, ToolBox]:
         """Episode ``index`` (0-based) of the model on ``diagnosis``: the one harness that
-        ``fix``, the faces and the training environment share (DESIGN.md invariant 3).  Returns
+        ``fix``, the faces and the training environment share (docs/ARCHITECTURE.md, invariant 3).  Returns
         the episode and its toolbox (what it edited and ran).  ``seed`` (default ``index``)
         seeds the sampling; ``hint`` (a task's hint, in evaluation and training) follows the
         first observation; ``tools`` narrows the harness's tools offered (``EpisodeConfig.tools``),

@@ -35,7 +35,7 @@ from .patch import sha256
 log = logging.getLogger(__name__)
 
 # The temp beside a target (``_temp_beside``): recognisably ours, and whose owner can be checked.
-_TEMP = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.(?P<token>[0-9a-f]{8})\.frognano$")
+TEMP_NAME = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.(?P<token>[0-9a-f]{8})\.frognano$")
 
 AT_FDCWD = -100
 RENAME_EXCHANGE = 2  # linux/fs.h
@@ -43,7 +43,7 @@ RENAME_SWAP = 0x2  # macOS stdio.h, for renamex_np
 _RENAMEAT2_SYSCALL = {"x86_64": 316, "amd64": 316, "aarch64": 276, "arm64": 276}
 # What renameat2 / renamex_np answer when the kernel or the filesystem cannot exchange (EPERM:
 # a seccomp filter that blocks renameat2, as older container runtimes did).
-_UNSUPPORTED = frozenset({errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EPERM})
+UNSUPPORTED = frozenset({errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EPERM})
 
 
 def _load_exchange() -> Callable[[bytes, bytes], int] | None:
@@ -78,7 +78,7 @@ def _load_exchange() -> Callable[[bytes, bytes], int] | None:
 _EXCHANGE = _load_exchange()
 
 
-def _exchange(a: Path, b: Path) -> None:
+def exchange_files(a: Path, b: Path) -> None:
     """Atomically exchange the files at ``a`` and ``b`` (both must exist).
 
     OSError with errno EINVAL, ENOSYS or ENOTSUP when the platform or filesystem cannot.
@@ -90,12 +90,12 @@ def _exchange(a: Path, b: Path) -> None:
         raise OSError(err, os.strerror(err), str(a), None, str(b))
 
 
-class _Changed(Exception):
+class Changed(Exception):
     """A file was not what the swap expected (that file is already as it was)."""
 
 
 @dataclass
-class _Swap:
+class Swap:
     """One file to swap: ``temp`` (beside ``target``) holds ``data``; once swapped in it holds
     what was displaced.  ``side`` is a second temp name the fallback uses for a moment."""
 
@@ -114,13 +114,13 @@ class _Swap:
                 "new_sha256": self.new_sha, "expect_sha256": self.expect}
 
     @classmethod
-    def make(cls, root: Path, rel: str, data: bytes, expect: str | None, copy: str) -> "_Swap":
+    def make(cls, root: Path, rel: str, data: bytes, expect: str | None, copy: str) -> "Swap":
         target = root / rel
         return cls(rel, target, _temp_beside(target), _temp_beside(target), _bytes_sha(data), expect,
                    copy, data)
 
     @classmethod
-    def from_entry(cls, root: Path, f: dict) -> "_Swap":
+    def from_entry(cls, root: Path, f: dict) -> "Swap":
         target = root / f["path"]
         return cls(f["path"], target, target.with_name(f["temp"]), target.with_name(f["side"]),
                    f["new_sha256"], f["expect_sha256"], f["copy"])
@@ -135,7 +135,7 @@ def _temp_beside(target: Path) -> Path:
     return target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.frognano")
 
 
-def _holds(path: Path, expect: str | None) -> bool:
+def holds(path: Path, expect: str | None) -> bool:
     """Whether ``path`` is a regular file whose text has the sha256 ``expect`` (None: any file)."""
     try:
         if not stat.S_ISREG(os.lstat(path).st_mode):
@@ -145,14 +145,14 @@ def _holds(path: Path, expect: str | None) -> bool:
         return False
 
 
-def _file_sha(path: Path) -> str | None:
+def file_sha(path: Path) -> str | None:
     try:
         return _bytes_sha(path.read_bytes())
     except OSError:
         return None
 
 
-def _unlink(path: Path) -> None:
+def unlink_if_present(path: Path) -> None:
     try:
         os.unlink(path)
     except FileNotFoundError:
@@ -164,7 +164,7 @@ def _unlink(path: Path) -> None:
             raise
 
 
-def _write_temp(s: _Swap) -> None:
+def write_temp(s: Swap) -> None:
     """Create ``s.temp`` holding ``s.data``, with the target's mode, flushed to disk."""
     try:
         mode = stat.S_IMODE(os.stat(s.target).st_mode)
@@ -182,30 +182,30 @@ def _write_temp(s: _Swap) -> None:
         os.close(fd)
 
 
-def _swap_in(s: _Swap) -> None:
+def swap_in(s: Swap) -> None:
     """Put ``s.temp`` at ``s.target``; ``s.temp`` then holds the displaced file, which must hold
-    ``s.expect``, else _Changed (with this file put back)."""
+    ``s.expect``, else Changed (with this file put back)."""
     try:
-        _exchange(s.temp, s.target)
+        exchange_files(s.temp, s.target)
     except OSError as exc:
         if exc.errno == errno.ENOENT:
             if s.expect is not None or os.path.lexists(s.target):
-                raise _Changed from None
+                raise Changed from None
             os.link(s.temp, s.target)  # a forced undo of a deleted file; never over a new one
             os.unlink(s.temp)
             s.how = "created"
             return
-        if exc.errno not in _UNSUPPORTED:
+        if exc.errno not in UNSUPPORTED:
             raise
         _fallback_swap_in(s)
         return
     s.how = "exchange"
-    if not _holds(s.temp, s.expect):
-        _swap_out(s)
-        raise _Changed
+    if not holds(s.temp, s.expect):
+        swap_out(s)
+        raise Changed
 
 
-def _fallback_swap_in(s: _Swap) -> None:
+def _fallback_swap_in(s: Swap) -> None:
     """Where the filesystem cannot exchange: hard-link the current file aside (so it stays the
     undo copy), compare it, check the path still names that very file, then rename the fix over
     it.  A rename over the path in the microseconds between that last check and the rename is
@@ -214,36 +214,36 @@ def _fallback_swap_in(s: _Swap) -> None:
         os.link(s.target, s.side)
         linked = True
     except FileNotFoundError:
-        raise _Changed from None
+        raise Changed from None
     except OSError:  # no hard links on this filesystem: a copy
         shutil.copyfile(s.target, s.side)
         linked = False
     try:
-        if not _holds(s.side, s.expect):
-            raise _Changed
+        if not holds(s.side, s.expect):
+            raise Changed
         now = os.lstat(s.target)
         same = (os.path.samestat(now, os.lstat(s.side)) if linked
-                else _file_sha(s.target) == _file_sha(s.side))
+                else file_sha(s.target) == file_sha(s.side))
         if not stat.S_ISREG(now.st_mode) or not same:
-            raise _Changed
+            raise Changed
         os.replace(s.temp, s.target)
     except BaseException:
-        _unlink(s.side)
+        unlink_if_present(s.side)
         raise
     s.how = "fallback"
     os.rename(s.side, s.temp)
 
 
-def _swap_out(s: _Swap) -> None:
+def swap_out(s: Swap) -> None:
     """Put back what ``s`` displaced, unless the user wrote to the path since: their write wins."""
     try:
         if s.how == "exchange":
-            _exchange(s.temp, s.target)
-            if _file_sha(s.temp) != s.new_sha:  # written to while the fix was there: keep that
-                _exchange(s.temp, s.target)
-        elif s.how == "fallback" and _file_sha(s.target) == s.new_sha:
+            exchange_files(s.temp, s.target)
+            if file_sha(s.temp) != s.new_sha:  # written to while the fix was there: keep that
+                exchange_files(s.temp, s.target)
+        elif s.how == "fallback" and file_sha(s.target) == s.new_sha:
             os.replace(s.temp, s.target)
-        elif s.how == "created" and _file_sha(s.target) == s.new_sha:
+        elif s.how == "created" and file_sha(s.target) == s.new_sha:
             os.unlink(s.target)
     except OSError as exc:  # e.g. deleted meanwhile: leave what the user did
         log.warning("could not put back %s: %s", s.target, exc)

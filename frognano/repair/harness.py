@@ -1,6 +1,6 @@
 """The tool protocol a model repairs with: prompts, tool schemas, observations, tool execution.
 
-This module is what training and serving share (DESIGN.md invariant 3): the language server,
+This module is what training and serving share (docs/ARCHITECTURE.md, invariant 3): the language server,
 ``frognano fix --model`` and the RL environment all build episodes from it, so a prompt or an
 observation format changes here or nowhere.
 
@@ -14,8 +14,8 @@ Every file access goes through ``ToolBox._path``: relative paths inside the proj
 ``..``, no absolute paths, nothing through a symlink that leaves it.  Edits live in the
 episode's own copy of the texts and reach the shadow only for ``run_tests``.
 
-Nothing a model sends reaches outside the project or crashes the episode (DESIGN.md
-invariants 5 and 7): ``run_tests`` takes only test ids and paths inside the project (never a
+Nothing a model sends reaches outside the project or crashes the episode
+(docs/ARCHITECTURE.md, invariants 5 and 7): ``run_tests`` takes only test ids and paths inside the project (never a
 pytest option, an ``@file``, control characters), ``edit`` refuses the specification (test
 modules, conftest.py, pytest's configuration, ``[tool.frognano]``; see
 ``sandbox/specification.py``), ``search`` runs under a deadline, and arguments no check foresaw

@@ -31,26 +31,21 @@ import os
 import threading
 from dataclasses import dataclass, field
 
+from ..project_paths import is_test_module, nodeid_file
 from ..sandbox.results import RunResult, TestResult
 from ..sandbox.spectra import CoverageMap
 from .engine import Diagnosis, Engine, NothingToTest
-from .verify import changed_span, function_lines
+from .spans import changed_span
+from .verify import function_lines
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SUITE_FILES", "NothingToTest", "Selection", "Session", "Update", "is_test_module"]
+__all__ = ["SUITE_FILES", "NothingToTest", "Selection", "Session", "Update"]
 
 # Files whose change can change what every test does, or which tests pytest collects.
 SUITE_FILES = frozenset({"conftest.py", "pyproject.toml", "setup.cfg", "setup.py", "pytest.ini",
                          ".pytest.ini", "tox.ini"})
 TREE = "/"  # suffix of a changed path that is a folder (added, removed or moved)
-
-
-def is_test_module(rel: str) -> bool:
-    """A file pytest collects tests from by its default name patterns (``test_*.py``,
-    ``*_test.py``); modules collected under other names are known from earlier runs."""
-    name = rel.rsplit("/", 1)[-1]
-    return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
 
 
 def affects_tests(rel: str) -> bool:
@@ -137,7 +132,7 @@ class Session:
         if not self.known:
             return everything
         root = str(self.engine.ws.root)
-        known_files = {_nodeid_file(n) for n in self._results}
+        known_files = {nodeid_file(n) for n in self._results}
         modules: set[str] = set()
         ids: set[str] = set()
         texts: list[tuple[str, str]] = []
@@ -159,10 +154,10 @@ class Session:
             if not covering and lines is None:  # new, or only run at import time: any test may depend on it
                 return everything
             ids |= covering
-        chosen = sorted(modules) + sorted(n for n in ids if _nodeid_file(n) not in modules)
+        chosen = sorted(modules) + sorted(n for n in ids if nodeid_file(n) not in modules)
         if not chosen:
             return Selection((), frozenset(), f"no tests depend on {names}", tuple(texts))
-        tests = len([n for n in ids if _nodeid_file(n) not in modules])
+        tests = len([n for n in ids if nodeid_file(n) not in modules])
         parts = ([f"{len(modules)} test module{'s' * (len(modules) != 1)}"] if modules else []) + \
             ([f"{tests} test{'s' * (tests != 1)}"] if tests else [])
         what = " and ".join(parts)
@@ -228,7 +223,7 @@ class Session:
                     self._move(rel, before, text, set(run.tests))
             self._texts.update(selection.texts)
             # Tests of a module that ran whole and did not report are gone (deleted).
-            kept = {n: t for n, t in self._results.items() if _nodeid_file(n) not in selection.modules}
+            kept = {n: t for n, t in self._results.items() if nodeid_file(n) not in selection.modules}
             kept.update(run.tests)
             self._results = kept
             by_test = {n: c for n, c in self._coverage.by_test.items() if n in kept}
@@ -270,7 +265,7 @@ class Session:
 
 def _line_map(before: str, after: str) -> dict[int, int]:
     """Line numbers of ``before`` -> ``after`` for the lines the change left as they were (above
-    and below the changed span, as ``verify.changed_span`` finds it)."""
+    and below the changed span, as ``spans.changed_span`` finds it)."""
     old, new = before.splitlines(), after.splitlines()
     head, end, delta = changed_span(old, new)
     return {**{ln: ln for ln in range(1, head + 1)}, **{ln: ln + delta for ln in range(end + 1, len(old) + 1)}}
@@ -284,10 +279,6 @@ def _incomplete(run: RunResult, selection: Selection) -> bool:
 
 def _empty() -> Diagnosis:
     return Diagnosis(RunResult(), CoverageMap(), [])
-
-
-def _nodeid_file(nodeid: str) -> str:
-    return nodeid.split("::", 1)[0]
 
 
 def _names(changed: set[str]) -> str:

@@ -24,17 +24,17 @@ from pathlib import Path
 
 from ..errors import ApplyError
 from .exchange import (
-    _TEMP,
-    _UNSUPPORTED,
-    _Changed,
-    _exchange,
-    _file_sha,
-    _holds,
-    _Swap,
-    _swap_in,
-    _swap_out,
-    _unlink,
-    _write_temp,
+    TEMP_NAME,
+    UNSUPPORTED,
+    Changed,
+    Swap,
+    exchange_files,
+    file_sha,
+    holds,
+    swap_in,
+    swap_out,
+    unlink_if_present,
+    write_temp,
 )
 
 log = logging.getLogger(__name__)
@@ -60,14 +60,14 @@ def _move_into(src: Path, dst: Path) -> None:
     os.unlink(src)
 
 
-def _write_json(path: Path, data: dict) -> None:
+def write_json(path: Path, data: dict) -> None:
     part = path.with_name(path.name + ".part")
     part.write_text(json.dumps(data, indent=1))
     os.replace(part, path)
 
 
 @contextlib.contextmanager
-def _locked(undo_root: Path, root: Path) -> Iterator[None]:
+def locked(undo_root: Path, root: Path) -> Iterator[None]:
     """The project's undo folder (created if need be), held by one apply, undo or recovery at a
     time, threads and processes alike."""
     try:
@@ -116,7 +116,7 @@ def _sweep(folders: set[Path]) -> None:
         except OSError:
             continue
         for entry in entries:
-            m = _TEMP.match(entry.name)
+            m = TEMP_NAME.match(entry.name)
             if m is None:
                 continue
             with contextlib.suppress(OSError):
@@ -127,7 +127,7 @@ def _sweep(folders: set[Path]) -> None:
                     log.info("removed a stale temp file %s", entry.path)
 
 
-def _commit(journal_path: Path, journal: dict, swaps: list[_Swap]) -> None:
+def _commit(journal_path: Path, journal: dict, swaps: list[Swap]) -> None:
     """Every file is swapped in and checked: the displaced files go into the record, then the
     record is marked (apply: its manifest; undo: the manifest renamed undone), then the journal
     goes."""
@@ -135,27 +135,27 @@ def _commit(journal_path: Path, journal: dict, swaps: list[_Swap]) -> None:
     for s in swaps:
         if s.how != "created" and s.temp.exists():
             _move_into(s.temp, record / s.copy)
-        _unlink(s.side)
+        unlink_if_present(s.side)
     if journal["op"] == "apply":
-        _write_json(record / "manifest.json", journal["manifest"])
+        write_json(record / "manifest.json", journal["manifest"])
     else:
         with contextlib.suppress(FileNotFoundError):
             os.replace(record / "manifest.json", record / "manifest.undone.json")
     os.unlink(journal_path)
 
 
-def _discard(journal_path: Path, journal: dict, swaps: list[_Swap]) -> None:
+def _discard(journal_path: Path, journal: dict, swaps: list[Swap]) -> None:
     """Nothing was swapped in (or all of it was put back): remove every trace."""
     record = journal_path.parent / journal["record"]
     for s in swaps:
-        _unlink(s.temp)
-        _unlink(s.side)
+        unlink_if_present(s.temp)
+        unlink_if_present(s.side)
         if journal["op"] == "undo":
-            _unlink(record / s.copy)
-            _unlink(record / (s.copy + ".part"))
+            unlink_if_present(record / s.copy)
+            unlink_if_present(record / (s.copy + ".part"))
     if journal["op"] == "apply":
         shutil.rmtree(record, ignore_errors=True)
-    _unlink(journal_path)
+    unlink_if_present(journal_path)
 
 
 def _resolve(journal_path: Path) -> str:
@@ -163,31 +163,31 @@ def _resolve(journal_path: Path) -> str:
     files on disk (its process is gone).  Returns "completed" or "rolled back"."""
     journal = json.loads(journal_path.read_text())
     root, record = Path(journal["root"]), journal_path.parent / journal["record"]
-    swaps = [_Swap.from_entry(root, f) for f in journal["files"]]
+    swaps = [Swap.from_entry(root, f) for f in journal["files"]]
     for s in swaps:  # the fallback's second name: a link to the target, or the displaced file
         if os.path.lexists(s.side):
             if os.path.lexists(s.temp):
-                _unlink(s.side)
+                unlink_if_present(s.side)
             else:
                 os.rename(s.side, s.temp)
     displaced: list[Path] = []
     if journal["ready"]:  # every temp was complete: a temp not holding the new bytes was swapped
         for s in swaps:
-            if s.temp.exists() and _file_sha(s.temp) != s.new_sha:
+            if s.temp.exists() and file_sha(s.temp) != s.new_sha:
                 s.how = "exchange"
                 displaced.append(s.temp)
             elif not s.temp.exists() and (record / s.copy).exists():
                 s.how = "moved"  # already moved into the record: all were swapped and checked
                 displaced.append(record / s.copy)
-    if len(displaced) == len(swaps) and all(_holds(p, s.expect) for s, p in zip(swaps, displaced)):
+    if len(displaced) == len(swaps) and all(holds(p, s.expect) for s, p in zip(swaps, displaced)):
         _commit(journal_path, journal, swaps)
         return "completed"
     for s in reversed(swaps):
         if s.how == "exchange":
             try:
-                _exchange(s.temp, s.target)
+                exchange_files(s.temp, s.target)
             except OSError as exc:
-                if exc.errno not in _UNSUPPORTED:
+                if exc.errno not in UNSUPPORTED:
                     log.warning("could not put back %s: %s", s.target, exc)
                     continue
                 s.how = "fallback"  # it went in by the fallback: put it back the same way
@@ -196,22 +196,22 @@ def _resolve(journal_path: Path) -> str:
     return "rolled back"
 
 
-def _swap_out_after(s: _Swap) -> None:
+def _swap_out_after(s: Swap) -> None:
     """The second half of putting back a file in ``_resolve``."""
     if s.how == "exchange":
-        if _file_sha(s.temp) not in (s.new_sha, None):  # written to while the fix was there
+        if file_sha(s.temp) not in (s.new_sha, None):  # written to while the fix was there
             with contextlib.suppress(OSError):
-                _exchange(s.temp, s.target)
-    elif _file_sha(s.target) == s.new_sha:
+                exchange_files(s.temp, s.target)
+    elif file_sha(s.target) == s.new_sha:
         os.replace(s.temp, s.target)
 
 
-def _recover_locked(root: Path, undo_root: Path, folders: set[Path]) -> list[str]:
+def recover_locked(root: Path, undo_root: Path, folders: set[Path]) -> list[str]:
     notes = []
     with os.scandir(undo_root) as entries:
         names = sorted(e.name for e in entries)
     for part in (n for n in names if n.endswith(".part")):  # a JSON write that was killed
-        _unlink(undo_root / part)
+        unlink_if_present(undo_root / part)
     for journal_path in (undo_root / n for n in names if n.endswith(".journal.json")):
         try:
             journal = json.loads(journal_path.read_text())
@@ -227,38 +227,38 @@ def _recover_locked(root: Path, undo_root: Path, folders: set[Path]) -> list[str
     return notes
 
 
-def _swap_all(undo_root: Path, journal: dict, swaps: list[_Swap], changed: str) -> None:
+def swap_all(undo_root: Path, journal: dict, swaps: list[Swap], changed: str) -> None:
     """Swap every file in, or none (see the module's docstring)."""
     journal_path = undo_root / f"{journal['record']}.journal.json"
     journal["files"] = [s.entry() for s in swaps]
     journal["ready"] = False
     current = str(journal_path)  # what an OSError is about
     try:
-        _write_json(journal_path, journal)
+        write_json(journal_path, journal)
         if journal["op"] == "apply":
             (undo_root / journal["record"]).mkdir()
         for s in swaps:
             current = s.rel
-            _write_temp(s)
+            write_temp(s)
         journal["ready"] = True
-        _write_json(journal_path, journal)
-        done: list[_Swap] = []
+        write_json(journal_path, journal)
+        done: list[Swap] = []
         for s in swaps:
             current = s.rel
             try:
-                _swap_in(s)
+                swap_in(s)
                 done.append(s)
-            except _Changed:
+            except Changed:
                 changed_path = s.rel
                 break
         else:
             # Once more, after the last exchange: a write that straddled an earlier file's
             # exchange (its open came first) has landed in that displaced file by now.
-            changed_path = next((s.rel for s in swaps if s.how != "created" and not _holds(s.temp, s.expect)),
+            changed_path = next((s.rel for s in swaps if s.how != "created" and not holds(s.temp, s.expect)),
                                 None)
         if changed_path is not None:
             for d in reversed(done):
-                _swap_out(d)
+                swap_out(d)
             _discard(journal_path, journal, swaps)
             raise ApplyError(changed.format(path=changed_path))
         _commit(journal_path, journal, swaps)

@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..paths import cache_root, project_cache
-from ..sandbox.workspace import list_project
+from ..sandbox.listing import list_project
 from .patch import EditNote, EpisodeRecord, FileEdit, Fix, Patch, Verification
 
 log = logging.getLogger(__name__)

@@ -55,7 +55,7 @@ VerificationScope = Literal["suite", "covering"]
 
 @dataclass
 class Verification:
-    """What was measured in the shadow copy for a fix (DESIGN.md invariant 2)."""
+    """What was measured in the shadow copy for a fix (docs/ARCHITECTURE.md, invariant 2)."""
 
     fail_to_pass: list[str]  # originally failing tests that now pass
     pass_to_pass: int  # originally passing tests run again that still pass

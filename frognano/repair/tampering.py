@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import ast
 
+from .spans import changed_span
+
 # A module whose import, added by a fix to the code under test, reaches the test runner.
 _RUNNER_MODULES = ("_pytest", "pytest", "pluggy", "builtins", "__builtin__", "frognano", "frognano_plugin",
                    "frognano_worker", "frognano_session", "frognano_swap")
@@ -124,8 +126,6 @@ def _environ_probes(tree: ast.AST, aliases: dict[str, str]) -> list[ast.AST]:
 
 
 def _added_text(before: str, after: str) -> str:
-    from .verify import changed_span  # (verify imports this module)
-
     old, new = before.splitlines(), after.splitlines()
     head, end, delta = changed_span(old, new)
     return "\n".join(new[head:end + delta])

@@ -1,4 +1,4 @@
-"""Verification of candidate patches in the shadow copy (DESIGN.md invariant 2).
+"""Verification of candidate patches in the shadow copy (docs/ARCHITECTURE.md, invariant 2).
 
 A candidate is checked in two steps, cheapest first: the originally failing tests (most
 candidates fail here; with several, the fastest of them alone first, and the others only if it
@@ -27,6 +27,7 @@ from ..sandbox.workspace import Workspace
 from . import tampering
 from .localize import StatementMap
 from .patch import Patch, Verification
+from .spans import changed_lines
 
 log = logging.getLogger(__name__)
 
@@ -50,31 +51,6 @@ class CandidateResult:
     @property
     def verified(self) -> bool:
         return bool(self.fixed) and not self.still_failing and not self.broken and not self.refused
-
-
-def changed_lines(before: str, after: str) -> set[int]:
-    """Lines of ``before`` that an edit touches (an insertion touches the lines around it).
-
-    One span from the first line that differs to the last: exact for the one-place edits that
-    candidates and most saves are, and a superset for scattered ones.  (difflib took a third of
-    a second on a 5,000-line module, per candidate.)"""
-    first, end, _ = changed_span(before.splitlines(), after.splitlines())
-    if end > first:
-        return set(range(first + 1, end + 1))
-    return {ln for ln in (first, first + 1) if ln >= 1}  # a pure insertion after line `first`
-
-
-def changed_span(old: list[str], new: list[str]) -> tuple[int, int, int]:
-    """``(head, end, delta)``: lines ``old[head:end]`` were replaced (0-based, end exclusive), and
-    the lines after them moved by ``delta``."""
-    shortest = min(len(old), len(new))
-    head = 0
-    while head < shortest and old[head] == new[head]:
-        head += 1
-    tail = 0
-    while tail < shortest - head and old[-1 - tail] == new[-1 - tail]:
-        tail += 1
-    return head, len(old) - tail, len(new) - len(old)
 
 
 def function_lines(before: str, after: str) -> set[int] | None:

@@ -1,10 +1,10 @@
 """The model protocol: chat messages and tool schemas in; text, token ids and counts out.
 
 Backends (``mlx.py``, ``torch.py``, ``http.py``, ``replay.py``) implement ``Model``;
-``load_model`` turns a ``SPEC`` from the command line (``mlx:PATH_OR_ID``,
+``load.load_model`` turns a ``SPEC`` from the command line (``mlx:PATH_OR_ID``,
 ``torch:PATH_OR_ID``, ``openai:MODEL@BASE_URL``, or ``replay:EPISODE.json`` to replay a
-recorded episode) into one, importing only the backend it names.  The runtime knows nothing of
-tests or repairs (DESIGN.md §1).
+recorded episode) into one, importing only the backend it names.  This module imports no
+backend: they all import it.  The runtime knows nothing of tests or repairs (docs/ARCHITECTURE.md §1).
 """
 
 from __future__ import annotations
@@ -134,22 +134,3 @@ def parse_spec(spec: str) -> tuple[str, str]:
                          "openai:MODEL@BASE_URL or replay:EPISODE.json")
     return kind, rest
 
-
-def load_model(spec: str, **options: Any) -> Model:
-    """Load the model a ``SPEC`` names; only that backend's libraries are imported."""
-    kind, rest = parse_spec(spec)
-    if kind == "mlx":
-        from .mlx import MLXModel
-
-        return MLXModel.load(rest, **options)
-    if kind == "torch":
-        from .torch import TorchModel
-
-        return TorchModel.load(rest, **options)
-    if kind == "replay":
-        from .replay import ReplayModel
-
-        return ReplayModel.load(rest)
-    from .http import OpenAIModel
-
-    return OpenAIModel.from_spec(rest, **options)

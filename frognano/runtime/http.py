@@ -2,7 +2,7 @@
 
 ``SPEC`` is ``openai:MODEL@BASE_URL`` (``qwen2.5-coder:1.5b@http://localhost:11434/v1``);
 ``openai:MODEL`` alone means ``http://127.0.0.1:8080/v1``, so nothing leaves the machine unless
-the user names a remote endpoint (DESIGN.md invariant 4).  Only the standard library is used
+the user names a remote endpoint (docs/ARCHITECTURE.md, invariant 4).  Only the standard library is used
 (``http.client``): no ``openai`` or ``httpx`` dependency, no proxy settings picked up from the
 environment.
 
@@ -15,8 +15,9 @@ model reaches the harness as text and is answered there like any other.  For the
 ``Generation.logprobs`` stays empty, even with ``Sampling(logprobs=True)``: the distribution the
 server sampled from (its grammar, its top-p) is not seen here, and RL training needs exactly
 that one.  What goes over the wire (the request's messages, replies whole or streamed, error
-bodies) is read and written in ``wire.py``; this file holds the model, its retries and
-cancellation.
+bodies) is read and written in ``wire.py``, the request with its retries and cancellation is
+``transport.py``'s, and the spec and the served model's name are ``endpoint.py``'s; this file
+holds the model: the protocol, the model check and the reading of replies.
 
 The model name is matched against ``GET /models``: exactly, with Ollama's implicit ``:latest``,
 or by file name, since llama-cpp-python's server (and mlx_lm.server) list a model by the path it
@@ -44,17 +45,24 @@ import http.client
 import json
 import logging
 import os
-import re
-import socket
 import threading
-import time
-import urllib.parse
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from .base import ContextOverflow, Generation, Message, ModelError, Sampling, ToolSchema, one_line
 from .counting import TokenCounter
+from .endpoint import (
+    DEFAULT_BASE_URL,
+    as_tokens,
+    check_url,
+    match_model,
+    not_served,
+    spec_options,
+    split_spec,
+    window_of,
+)
 from .prompt import with_tools_in_system
+from .transport import Cancelled, EmptyStream, HTTPClient, StatusError
 from .wire import (
     Reply,
     content_text,
@@ -64,104 +72,19 @@ from .wire import (
     is_event_stream,
     merge_tool_call,
     render_tool_calls,
-    retry_after_seconds,
     sse_events,
     take_usage,
     wire_messages,
 )
 
+__all__ = ["DEFAULT_BASE_URL", "OpenAIModel", "match_model", "split_spec"]  # the endpoint's names, here too
+
 log = logging.getLogger(__name__)
 
-DEFAULT_BASE_URL = "http://127.0.0.1:8080/v1"
-_MAX_BACKOFF = 30.0  # seconds; also caps a server's Retry-After
-_T = TypeVar("_T")
-_CANCEL_POLL = 0.05  # seconds between looks at the cancel event while a read blocks
 _MIN_REPLY = 64  # tokens an estimated prompt size never cuts a reply below (a tool call takes 20 to 60)
 
 
-class _Transient(Exception):
-    """A failure worth another try (connection refused, 5xx, 429); carries the final message."""
-
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-class _Cancelled(Exception):
-    pass
-
-
-class _EmptyStream(Exception):
-    """A 200 event stream that ended before its first event (llama-cpp-python's overflow)."""
-
-
-class _StatusError(ModelError):
-    """An HTTP error status the server gave; ``status`` lets the model check accept a missing /models."""
-
-    def __init__(self, message: str, status: int) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-def split_spec(rest: str) -> tuple[str, str]:
-    """``"MODEL@URL"`` -> ``(MODEL, URL)``; ``"MODEL"`` -> ``(MODEL, DEFAULT_BASE_URL)``.
-
-    URLs may contain ``@`` (``http://user@host``), so the split is at the first ``@`` that starts
-    an ``http(s)://`` URL; failing that, at the last ``@`` (``model@localhost:11434/v1``).
-    """
-    match = re.match(r"^(.*?)@(https?://.*)$", rest, re.S)
-    if match:
-        model, url = match.groups()
-    elif "@" in rest:
-        model, _, url = rest.rpartition("@")
-        if "://" not in url:
-            url = "http://" + url  # "model@localhost:11434/v1"
-    else:
-        model, url = rest, DEFAULT_BASE_URL
-    model, url = model.strip(), url.strip().rstrip("/")
-    if not model:
-        raise ModelError(f"openai:{rest}: no model name; expected openai:MODEL@BASE_URL")
-    _check_url(url, f"openai:{rest}: ")
-    return model, url
-
-
-_SPEC_OPTIONS = {"context": "the context window in tokens", "tokenizer": "a tokenizer folder or GGUF file",
-                 "tools": "server (send tools= to the server's template) or prompt (list them in the system prompt)"}
-
-
-def spec_options(fragment: str, spec: str) -> dict[str, Any]:
-    """``"context=2048,tokenizer=PATH"`` (a spec's part after ``#``) as keyword options."""
-    options: dict[str, Any] = {}
-    for item in filter(None, (part.strip() for part in fragment.split(","))):
-        key, sep, value = item.partition("=")
-        key, value = key.strip(), value.strip()
-        if key not in _SPEC_OPTIONS or not sep or not value:
-            known = ", ".join(f"{k}= ({v})" for k, v in _SPEC_OPTIONS.items())
-            raise ModelError(f"{spec}: {item!r} is not an option (known: {known})")
-        if key == "tools" and value not in ("server", "prompt"):
-            raise ModelError(f"{spec}: tools must be server or prompt, got {value!r}")
-        if key == "context":
-            try:
-                options[key] = int(value)
-            except ValueError:
-                raise ModelError(f"{spec}: context must be a whole number of tokens, got {value!r}") from None
-        else:
-            options[key] = value
-    return options
-
-
-def _check_url(url: str, context: str = "") -> urllib.parse.SplitResult:
-    parsed = urllib.parse.urlsplit(url)
-    if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        raise ModelError(f"{context}{url!r} is not an http(s) URL; expected openai:MODEL@BASE_URL")
-    try:
-        parsed.port  # noqa: B018 - raises on a malformed port
-    except ValueError:
-        raise ModelError(f"{context}{url!r} has a malformed port") from None
-    return parsed
-
-
-class OpenAIModel:
+class OpenAIModel(HTTPClient):
     """``base.Model`` over ``POST {base_url}/chat/completions``.
 
     ``retries`` counts tries after the first; the n-th retry waits ``backoff * 2**(n-1)`` seconds
@@ -211,7 +134,7 @@ class OpenAIModel:
         self._estimating_said = False
         self._checked = not model_check
         self._check_lock = threading.Lock()
-        self._url = _check_url(self.base_url)
+        self._url = check_url(self.base_url)
 
     @classmethod
     def from_spec(cls, rest: str, **opts: Any) -> OpenAIModel:
@@ -289,9 +212,9 @@ class OpenAIModel:
                 body["stream_options"] = {"include_usage": True}  # token counts in the last chunk
             try:
                 self._call("POST", "/chat/completions", body, cancel, read)
-            except _EmptyStream:
+            except EmptyStream:
                 self._explain_empty_stream(body, cancel)
-        except _Cancelled:
+        except Cancelled:
             return Generation(reply.text, finish_reason="cancelled", prompt_tokens=reply.prompt_tokens,
                               completion_tokens=reply.completion_tokens)
 
@@ -364,7 +287,7 @@ class OpenAIModel:
         """The entries of ``GET /models`` (each with an ``id``), or None for a server without them."""
         try:
             raw = self._call("GET", "/models", None, cancel, lambda resp: resp.read())
-        except _StatusError as exc:
+        except StatusError as exc:
             if exc.status in (404, 405, 501):
                 return None  # no listing endpoint: accepted
             raise
@@ -386,7 +309,7 @@ class OpenAIModel:
                 served = [str(m["id"]) for m in listing]
                 found = match_model(served, self.model)
                 if found is None:
-                    raise ModelError(_not_served(self.model, self.base_url, served))
+                    raise ModelError(not_served(self.model, self.base_url, served))
                 self._served_id = found
                 self._found_window = window_of(listing[served.index(found)])
             if self.context is None and self._found_window is None:
@@ -402,130 +325,14 @@ class OpenAIModel:
         try:
             raw = self._call("GET", "/props", None, cancel, lambda resp: resp.read(), prefix=root)
             data = json.loads(raw)
-        except _Cancelled:
+        except Cancelled:
             raise
         except (ModelError, ValueError):
             return None  # most servers have no /props: nothing learned
         if not isinstance(data, dict):
             return None
         settings = data.get("default_generation_settings")
-        return _tokens(data.get("n_ctx")) or (_tokens(settings.get("n_ctx")) if isinstance(settings, dict) else None)
-
-    # -- HTTP --------------------------------------------------------------------------------
-
-    def _call(
-        self,
-        method: str,
-        path: str,
-        body: dict[str, Any] | None,
-        cancel: threading.Event | None,
-        read: Callable[[http.client.HTTPResponse], _T],
-        *,
-        prefix: str | None = None,
-    ) -> _T:
-        """``read`` applied to a status-200 response, after bounded retries of transient failures.
-        ``path`` is under the base URL's path, or under ``prefix`` when given.
-
-        Only the request and its status are retried: once ``read`` has begun, text may already
-        have reached ``on_text``, so a failure there ends the call.
-        """
-        payload = None if body is None else json.dumps(body).encode()
-        headers = {"Accept": "application/json, text/event-stream", "User-Agent": "frognano"}
-        if payload is not None:
-            headers["Content-Type"] = "application/json"
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        attempt = 0
-        while True:
-            conn = self._connection()
-            try:
-                with _CancelWatch(cancel) as watch:
-                    try:
-                        resp = self._send(conn, method, path, payload, headers, cancel, watch, prefix)
-                        try:
-                            return read(resp)
-                        finally:
-                            resp.close()  # on a cancel, this hangs up and the server stops generating
-                    except (OSError, http.client.HTTPException) as exc:
-                        # the cancel watcher's shutdown surfaces here as a reset or a short read
-                        if cancel is not None and cancel.is_set():
-                            raise _Cancelled from None
-                        if isinstance(exc, TimeoutError):
-                            raise ModelError(f"{self.base_url} did not answer within {self.timeout:g} s") from None
-                        detail = one_line(exc, limit=None)
-                        raise ModelError(f"{self.base_url} broke off its reply: {detail}") from None
-            except _Transient as exc:
-                if attempt >= self.retries:
-                    raise ModelError(str(exc)) from None
-                delay = self.backoff * 2**attempt if exc.retry_after is None else exc.retry_after
-                delay = min(_MAX_BACKOFF, delay)
-                attempt += 1
-                log.info("%s; retry %d/%d in %.2g s", exc, attempt, self.retries, delay)
-                if cancel is not None:
-                    if cancel.wait(delay):
-                        raise _Cancelled from None
-                else:
-                    time.sleep(delay)
-            finally:
-                conn.close()
-
-    def _connection(self) -> http.client.HTTPConnection:
-        cls = http.client.HTTPSConnection if self._url.scheme == "https" else http.client.HTTPConnection
-        return cls(self._url.hostname, self._url.port, timeout=self.timeout)
-
-    def _send(
-        self,
-        conn: http.client.HTTPConnection,
-        method: str,
-        path: str,
-        payload: bytes | None,
-        headers: dict[str, str],
-        cancel: threading.Event | None,
-        watch: _CancelWatch,
-        prefix: str | None = None,
-    ) -> http.client.HTTPResponse:
-        prefix = (self._url.path or "") if prefix is None else prefix
-        url = f"{self._url.scheme}://{self._url.netloc}{prefix}{path}"
-        try:
-            conn.connect()
-            watch.attach(conn.sock)  # the response keeps this socket even after conn lets go of it
-            conn.request(method, prefix + path, body=payload, headers=headers)
-            resp = conn.getresponse()
-        except TimeoutError:
-            raise  # reported by _call, not retried: a server that sat out the timeout will again
-        except ConnectionRefusedError:
-            raise _Transient(f"cannot reach {self.base_url}: connection refused — is the server running?") from None
-        except (ConnectionError, http.client.RemoteDisconnected, http.client.BadStatusLine) as exc:
-            if cancel is not None and cancel.is_set():
-                raise _Cancelled from None
-            raise _Transient(f"cannot reach {self.base_url}: {one_line(exc, limit=None)}") from None
-        except OSError as exc:  # name resolution, no route, TLS
-            if cancel is not None and cancel.is_set():
-                raise _Cancelled from None
-            raise _Transient(f"cannot reach {self.base_url}: {one_line(exc.strerror or exc, limit=None)}") from None
-        if resp.status == 200:
-            return resp
-        try:
-            raw = resp.read(64 * 1024)
-        finally:
-            resp.close()
-        detail = error_detail(raw)
-        status = resp.status
-        said = f"HTTP {status}{': ' + detail if detail else ''}"
-        if status == 429 or (500 <= status < 600 and status not in (501, 505)):
-            retry_after = retry_after_seconds(resp.getheader("Retry-After")) if status == 429 else None
-            raise _Transient(f"{method} {url} failed: {said}", retry_after)
-        if status == 404:
-            raise _StatusError(
-                f"model {self.model} is not served by {self.base_url} ({method} {path}: {said}) — check the name,"
-                " and that the base URL is the API root (it usually ends in /v1)",
-                status,
-            )
-        if status in (400, 413) and is_context_overflow(raw):
-            raise self._overflow(raw, f"HTTP {status}: {detail}")
-        if status in (401, 403):
-            raise _StatusError(f"{method} {url}: {said} — check the api_key (OPENAI_API_KEY)", status)
-        raise _StatusError(f"{method} {url}: {said}", status)
+        return as_tokens(data.get("n_ctx")) or (as_tokens(settings.get("n_ctx")) if isinstance(settings, dict) else None)
 
     # -- reading replies ---------------------------------------------------------------------
 
@@ -553,7 +360,7 @@ class OpenAIModel:
         for event in sse_events(resp):
             events += 1
             if cancel is not None and cancel.is_set():
-                raise _Cancelled
+                raise Cancelled
             if event == "[DONE]":
                 return
             data = self._decode(event.encode())
@@ -575,9 +382,9 @@ class OpenAIModel:
             if choice.get("finish_reason"):
                 reply.finish_reason = choice["finish_reason"]
         if cancel is not None and cancel.is_set():
-            raise _Cancelled
+            raise Cancelled
         if events == 0:
-            raise _EmptyStream
+            raise EmptyStream
         if reply.finish_reason is None:
             raise ModelError(f"{self.base_url} closed the stream before it finished")
 
@@ -612,95 +419,3 @@ class OpenAIModel:
 
     def _malformed(self, what: str) -> ModelError:
         return ModelError(f"{self.base_url} returned a malformed reply: {what}")
-
-
-# -- helpers ---------------------------------------------------------------------------------
-
-
-class _CancelWatch:
-    """While active, a set ``cancel`` shuts the attached socket down, which wakes a blocked read.
-
-    Checking between chunks alone would leave a cancel waiting for the next chunk, and a server
-    still processing a long prompt (or answering without streaming) may send none for a minute.
-    """
-
-    def __init__(self, cancel: threading.Event | None) -> None:
-        self.cancel = cancel
-        self.sock: socket.socket | None = None
-        self._done = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def attach(self, sock: socket.socket | None) -> None:
-        self.sock = sock
-        if self.cancel is not None and self.cancel.is_set():
-            raise _Cancelled
-
-    def _watch(self) -> None:
-        assert self.cancel is not None
-        while not self._done.wait(_CANCEL_POLL):
-            if self.cancel.is_set() and self.sock is not None:
-                try:
-                    self.sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass  # already closed
-                return
-
-    def __enter__(self) -> _CancelWatch:
-        if self.cancel is not None:
-            self._thread = threading.Thread(target=self._watch, name="frognano-http-cancel", daemon=True)
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._done.set()
-        if self._thread is not None:
-            self._thread.join()
-
-
-def match_model(served: list[str], model: str) -> str | None:
-    """The id among ``served`` that ``model`` names, or None.
-
-    Exactly (Ollama lists ``name:latest`` for ``name``; paths may differ by a trailing slash),
-    else by file name, for servers that list a model by the path they were started with
-    (llama-cpp-python, mlx_lm.server): ``x.Q4_1.gguf``, its stem ``x.Q4_1`` or another spelling
-    of the path name the listed ``/models/x.Q4_1.gguf``.  Several files of that name: none is
-    guessed (ModelError).
-    """
-    wanted = {model, model.rstrip("/"), f"{model}:latest"}
-    for s in served:
-        if s in wanted or s.rstrip("/") in wanted:
-            return s
-    key = _file_key(model)
-    hits = [s for s in served if _file_key(s) == key]
-    if len(hits) > 1:
-        raise ModelError(f"model {model} names several served models ({', '.join(hits)}); give the whole id")
-    return hits[0] if hits else None
-
-
-def _file_key(name: str) -> str:
-    base = name.replace("\\", "/").rstrip("/").rpartition("/")[2]
-    return (base[: -len(".gguf")] if base.lower().endswith(".gguf") else base).casefold()
-
-
-def _not_served(model: str, base_url: str, served: list[str]) -> str:
-    shown = ", ".join(served[:10]) + (", ..." if len(served) > 10 else "")
-    message = f"model {model} is not served by {base_url} (it serves: {shown})"
-    if any(".gguf" in s.lower() for s in served):  # llama.cpp names a model by its file unless told otherwise
-        message += (f"; name it by its file name, or start llama-cpp-python's server with --model_alias {model}"
-                    f" (llama-server: --alias {model})")
-    return message
-
-
-def window_of(entry: dict[str, Any]) -> int | None:
-    """The context window a ``/models`` entry states: vLLM's ``max_model_len``, others' names for it.
-    llama-server's ``meta.n_ctx_train`` is the training length, not the server's window: not read."""
-    meta = entry.get("meta") if isinstance(entry.get("meta"), dict) else {}
-    for value in (entry.get("max_model_len"), entry.get("context_length"), entry.get("context_window"),
-                  entry.get("n_ctx"), meta.get("n_ctx")):
-        if _tokens(value):
-            return _tokens(value)
-    return None
-
-
-def _tokens(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None

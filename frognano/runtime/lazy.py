@@ -17,7 +17,8 @@ from typing import Any
 
 from ..errors import FrogNanoError
 from ..progress import Progress, Silent
-from .base import ModelError, Sampling, load_model
+from .base import ModelError, Sampling
+from .load import load_model
 
 log = logging.getLogger(__name__)
 

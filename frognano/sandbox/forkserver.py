@@ -26,7 +26,7 @@ from .process import POLL, WORKER_DIR, Watch, describe_exit, kill_run, killpg, w
 from .workspace import Workspace
 
 if TYPE_CHECKING:
-    from .runner import RunnerConfig
+    from .runconfig import RunnerConfig
 
 log = logging.getLogger(__name__)
 

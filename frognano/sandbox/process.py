@@ -3,7 +3,7 @@
 The worker (``_worker/frognano_worker.py``) runs inside the project's interpreter; what it cannot
 do for itself lives here: a wall-clock watchdog that follows its results file and says when a test
 hangs (even in C code), and killing the whole run -- its process group and every descendant that
-left it -- so that no process outlives its run (DESIGN.md invariant 7).
+left it -- so that no process outlives its run (docs/ARCHITECTURE.md, invariant 7).
 """
 
 from __future__ import annotations

@@ -24,18 +24,20 @@ import threading
 import time
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from ..config import check_sandbox
 from ..errors import ProjectError, UsageError
+from ..project_paths import is_virtualenv
 from ._worker import frognano_confine as confine
 from .denials import denial_note, denied_writes
 from .forkserver import ServerLost, WarmServerClient
 from .process import POLL, Watch, describe_exit, kill_run, killpg, tail, test_environment, worker_env
 from .results import CollectError, RunResult, TestResult, parse_results, unfinished_lines
+from .runconfig import RunnerConfig  # defined apart (see runconfig); importers take it from here too
 from .workspace import Workspace
+
+__all__ = ["RunnerConfig", "TestRunner", "find_python", "probe_sandbox"]
 
 log = logging.getLogger(__name__)
 
@@ -43,33 +45,6 @@ _MAX_RELAUNCHES = 25
 _warned_unconfined: set[str] = set()  # "tests run unconfined" is said once per process and reason
 _warned_partial: set[str] = set()  # "tests run without namespaces", likewise
 _NAMESPACES = True  # runs enter their own user, mount and network namespaces where the kernel allows
-
-
-@dataclass
-class RunnerConfig:
-    """How tests run.  Every field has a default; ``frognano.config`` fills them from settings."""
-
-    python: str | None = None  # the project's interpreter; None: its .venv, else this one
-    test_args: list[str] = field(default_factory=list)  # extra pytest arguments
-    timeout: float = 30.0  # seconds per test
-    collect_timeout: float = 120.0  # seconds for collection (imports, conftest)
-    memory_mb: int = 4096  # address space a run may add
-    fsize_mb: int = 256  # largest file a test may write
-    max_output: int = 4000  # characters of captured output kept per test
-    warm: bool = True  # use the fork server when it can be used
-    swap: bool = True  # partial runs in the warm session: collected once, edits swapped in
-    sandbox: str = "auto"  # confine test processes: auto | required | off (see frognano_confine)
-    sandbox_writable: list[str] = field(default_factory=list)  # more paths the tests may write
-    test_env: list[str] = field(default_factory=list)  # more environment variables the tests get
-
-    def __post_init__(self) -> None:
-        if self.timeout <= 0:
-            raise UsageError(f"timeout must be positive, got {self.timeout}")
-        if self.memory_mb < 64:
-            raise UsageError(f"memory_mb must be at least 64, got {self.memory_mb}")
-        problem = check_sandbox(self.sandbox, self.sandbox_writable)
-        if problem:
-            raise UsageError(problem)
 
 
 def probe_sandbox() -> tuple[str, str]:
@@ -196,14 +171,7 @@ class TestRunner(WarmServerClient):
                 total.cancelled = True  # the killed test is not a timeout or a crash: no verdict
                 break
             if running is not None:
-                outcome = "timeout" if killed else "crashed"
-                limit = (timeouts or {}).get(running, self.config.timeout)
-                message = (
-                    f"Timeout: the test ran longer than {limit:g} s and was killed"
-                    if killed else f"the test process died while running this test ({describe_exit(code)})"
-                )
-                coverage, last = unfinished
-                total.tests[running] = TestResult(running, outcome, message=message, coverage=coverage, last=last)
+                total.tests[running] = self._unfinished(running, killed, code, unfinished, timeouts or {})
                 if killed and stop_on_timeout:
                     break
             elif killed and not part.collected:
@@ -221,6 +189,18 @@ class TestRunner(WarmServerClient):
         if not total.tests and not total.collect_errors and total.exitstatus is None and not total.cancelled:
             raise ProjectError(self._startup_failure())
         return total
+
+    def _unfinished(self, running: str, killed: bool, code: int | None, unfinished: tuple,
+                    timeouts: dict[str, float]) -> TestResult:
+        """The result of the test a run was in when its process was killed (a timeout) or died
+        (a crash), with the coverage it had reached (``unfinished``: coverage and last line)."""
+        limit = timeouts.get(running, self.config.timeout)
+        message = (
+            f"Timeout: the test ran longer than {limit:g} s and was killed"
+            if killed else f"the test process died while running this test ({describe_exit(code)})"
+        )
+        coverage, last = unfinished
+        return TestResult(running, "timeout" if killed else "crashed", message=message, coverage=coverage, last=last)
 
     def close(self) -> None:
         self._stop_server()
@@ -257,7 +237,7 @@ class TestRunner(WarmServerClient):
         self.home = self.tmp / "home"
         self.env = test_environment(self.config.test_env, str(self.home))
         venv = Path(self.python).parent.parent  # .venv/bin/python: not resolved, a venv's is a link
-        if (venv / "pyvenv.cfg").is_file():
+        if is_virtualenv(venv):
             self.env["VIRTUAL_ENV"] = str(venv)  # the project's, whichever FrogNano runs in
 
     def _unconfined(self, why: str) -> None:

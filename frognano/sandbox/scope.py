@@ -5,7 +5,7 @@ copies the folder it is given into the cache and runs code from it, so the folde
 project, not a place: ``/``, a home folder (or a folder above one: it holds a home folder)
 are refused outright, and a tree without a project marker (``PROJECT_MARKERS`` at its top) is
 refused once it is bigger than a project plausibly is.  The size is counted with ``os.scandir``
-over what the shadow copy would take (``IGNORED_DIRS`` and virtualenvs skipped) and the walk
+over what the shadow copy would take (``project_paths.ignored_dir`` folders skipped) and the walk
 stops at the limit, so a refusal costs milliseconds whatever the tree holds; a marked project
 costs a few ``stat`` calls.  The limits come from the environment (``MAX_FILES_ENV``,
 ``MAX_BYTES_ENV``) and the refusal names the one it met.
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UsageError
+from ..project_paths import ignored_dir
 
 __all__ = ["MAX_BYTES_ENV", "MAX_FILES_ENV", "PROJECT_MARKERS", "ROOT_FILES", "Limits", "check_scope", "project_root",
            "refusal"]
@@ -78,12 +79,6 @@ def _passwd_home() -> str | None:
         return None
 
 
-def _ignored(path: str, name: str) -> bool:
-    from .workspace import IGNORED_DIRS
-
-    return name in IGNORED_DIRS or name.endswith(".egg-info") or os.path.exists(os.path.join(path, "pyvenv.cfg"))
-
-
 def _over(root: str, limits: Limits) -> str | None:
     """Which limit the tree at ``root`` exceeds ("20000 files"), or None; stops walking at it."""
     files = size = 0
@@ -97,7 +92,7 @@ def _over(root: str, limits: Limits) -> str | None:
             for entry in it:
                 try:
                     if entry.is_dir(follow_symlinks=False):
-                        if not _ignored(entry.path, entry.name):
+                        if not ignored_dir(entry.path, entry.name):
                             stack.append(entry.path)
                         continue
                     files += 1

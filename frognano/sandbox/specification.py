@@ -1,4 +1,4 @@
-"""What defines success: the files and settings no fix may change (DESIGN.md invariant 6).
+"""What defines success: the files and settings no fix may change (docs/ARCHITECTURE.md, invariant 6).
 
 The tests are the specification.  A fix that makes them pass by rewriting them (``assert
 is_adult(18) is True`` into ``assert True``) is reward hacking in training and a lie to a user,
@@ -9,9 +9,9 @@ rewards.
 
 The specification is, conservatively:
 
-* test modules: what ``is_test_file`` calls a test (``test_*.py``, ``*_test.py``, anything under
-  a ``tests``/``test``/``testing`` folder), what pytest's ``python_files`` globs match, and every
-  file a collected node id names;
+* test modules: what ``project_paths.is_test_code`` calls test code under the project's
+  ``python_files`` (``test_*.py``, ``*_test.py``, anything under a ``tests``/``test``/``testing``
+  folder, whatever pytest's globs match), and every file a collected node id names;
 * every ``conftest.py``, ``pytest.ini``, ``.pytest.ini``, ``pytest.toml`` and ``.pytest.toml``
   (pytest 9 reads the last two first);
 * the data the tests read: files a test module or conftest.py opened during the baseline run
@@ -31,20 +31,19 @@ from __future__ import annotations
 
 import ast
 import configparser
-import fnmatch
 import posixpath
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from ._worker.frognano_paths import is_test_file
+from ..project_paths import DEFAULT_PYTHON_FILES, is_test_code, nodeid_file
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-__all__ = ["CONFIG_FILES", "Specification", "is_test_file"]
+__all__ = ["CONFIG_FILES", "Specification"]
 
 RULE = "the tests are the specification"
 # Files pytest may take its configuration from; any of them in a test folder or above one can
@@ -54,7 +53,6 @@ CONFIG_FILES = ("pytest.toml", ".pytest.toml", "pytest.ini", ".pytest.ini", "pyp
 _WHOLE_CONFIG = frozenset({"pytest.toml", ".pytest.toml", "pytest.ini", ".pytest.ini"})
 _NATIVE_TOML = ("pytest.toml", ".pytest.toml")  # pytest 9: a [pytest] table of native TOML values
 _INI_SECTIONS = ("tool:pytest", "pytest")  # setup.cfg reads the first, tox.ini the second
-_DEFAULT_PYTHON_FILES = ("test_*.py", "*_test.py")
 
 
 def _toml_sections(text: str) -> dict | None:
@@ -163,7 +161,7 @@ class Specification:
     """The specification of one project: which paths and sections a fix may not change."""
 
     test_files: frozenset[str] = frozenset()  # files named by collected node ids
-    globs: tuple[str, ...] = _DEFAULT_PYTHON_FILES  # pytest's python_files
+    globs: tuple[str, ...] = DEFAULT_PYTHON_FILES  # pytest's python_files
     data: frozenset[str] = frozenset()  # files test code read in the runs (``Workspace.test_reads``)
     doctest_modules: frozenset[str] = frozenset()  # modules whose docstrings' doctests are collected
 
@@ -172,9 +170,9 @@ class Specification:
              data: Iterable[str] = ()) -> "Specification":
         """``read(rel)``: the text of a project file, None when missing or unreadable."""
         ids = [n for n in nodeids if n]
-        files = frozenset(n.split("::", 1)[0] for n in ids if not _is_doctest(n))
-        doctests = frozenset(n.split("::", 1)[0] for n in ids if _is_doctest(n)) - files
-        globs = tuple(dict.fromkeys([*_DEFAULT_PYTHON_FILES, *python_files_globs(read)]))
+        files = frozenset(nodeid_file(n) for n in ids if not _is_doctest(n))
+        doctests = frozenset(nodeid_file(n) for n in ids if _is_doctest(n)) - files
+        globs = tuple(dict.fromkeys([*DEFAULT_PYTHON_FILES, *python_files_globs(read)]))
         return cls(files, globs, frozenset(data), doctests)
 
     @classmethod
@@ -193,21 +191,15 @@ class Specification:
         return cls.load(read, nodeids, reads)
 
     # -- paths ----------------------------------------------------------------------------
-    def is_test_module(self, rel: str) -> bool:
-        rel = rel.replace("\\", "/")
-        name = posixpath.basename(rel)
-        if rel in self.test_files or is_test_file(rel):
-            return True
-        # pytest matches a glob without a slash against the file name, one with a slash against
-        # the path; both are tried, so a glob never protects less than pytest collects.
-        return name.endswith(".py") and any(
-            fnmatch.fnmatch(name, g) or fnmatch.fnmatch(rel, g) or fnmatch.fnmatch(rel, "*/" + g)
-            for g in self.globs)
+    def is_test(self, rel: str) -> bool:
+        """Whether ``rel`` is part of the tests: a file a collected node id names, or test code
+        under the project's ``python_files`` (``project_paths.is_test_code``, conservative)."""
+        return rel.replace("\\", "/") in self.test_files or is_test_code(rel, self.globs)
 
     def is_protected(self, rel: str) -> bool:
         """Whether the file as a whole is (or holds part of) the specification: what verification
         restores to its pristine text before it runs the tests."""
-        return self.is_test_module(rel) or posixpath.basename(rel.replace("\\", "/")) in CONFIG_FILES
+        return self.is_test(rel) or posixpath.basename(rel.replace("\\", "/")) in CONFIG_FILES
 
     def protected(self, rels: Iterable[str]) -> list[str]:
         return sorted(r for r in rels if self.is_protected(r))
@@ -220,7 +212,7 @@ class Specification:
         known = set(rels)
         folders = {""}
         for rel in known:
-            if self.is_test_module(rel):
+            if self.is_test(rel):
                 folder = posixpath.dirname(rel)
                 while folder:
                     folders.add(folder)
@@ -251,7 +243,7 @@ class Specification:
                 return f"{rel}: the edit changes {what}: {RULE}, and a fix may not change pytest's " \
                        "or FrogNano's configuration"
         # (the rest of a configuration file is project data, unless it lives among the tests)
-        if self.is_test_module(rel):
+        if self.is_test(rel):
             if allow_test_edits:
                 return None
             what = "a test module" if name.endswith(".py") else "part of the tests (a test folder's file)"
@@ -270,4 +262,4 @@ class Specification:
 
     def edits_tests(self, rels: Iterable[str]) -> bool:
         """Whether any of ``rels`` is test code (what an opted-in fix's title announces)."""
-        return any(self.is_test_module(r) or posixpath.basename(r) == "conftest.py" for r in rels)
+        return any(self.is_test(r) or posixpath.basename(r) == "conftest.py" for r in rels)

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ._worker.frognano_paths import is_test_file
+from ..project_paths import is_test_file
 from .results import RunResult
 
 __all__ = ["CoverageMap", "is_test_file"]

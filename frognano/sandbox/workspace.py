@@ -4,183 +4,39 @@ The shadow holds the files git tracks or would track (never ``.git`` objects, vi
 caches, node_modules or build outputs), lives in FrogNano's cache outside the project, and is
 synced incrementally: a later run copies only what changed (size or mtime) since the last.
 Edits are applied and reverted in the shadow only; the user's tree is read, never written.
+
+Beside it: ``listing.py`` (which files are the project's), ``shadow_files.py`` (how a shadow
+file is written, and its signature) and ``storage.py`` (whether the cache can take it all).
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import json
 import logging
 import os
 import posixpath
-import resource
 import shutil
-import subprocess
 import tokenize
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import FrogNanoError, UsageError
+from ..errors import UsageError
 from ..paths import project_cache
-from ._worker.frognano_paths import READS_RECORD, is_test_file
-from .gitignore import Ignore
+from ..project_paths import is_test_file
+from ._worker.frognano_paths import READS_RECORD
+from .listing import Entry, list_project
 from .scope import check_scope
+from .shadow_files import copy_file, replace_bytes, shadow_signature, stat_signature
+from .storage import check_file_size_limit, check_free_space, storage_errors
 
 log = logging.getLogger(__name__)
 
-# Directory names that are never part of the project's source, whatever .gitignore says.
-IGNORED_DIRS = frozenset({
-    ".git", ".hg", ".svn", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache",
-    ".tox", ".nox", ".eggs", "node_modules", ".venv", "venv", "build", "dist", ".frognano",
-    ".ipynb_checkpoints", ".cache", "htmlcov", ".hypothesis",
-})
 # Concurrent sessions on one project (CLI, server, and a data-parallel training launch: one per
 # process plus the background synthesis's) each get their own shadow; made only when used.
 _SLOTS = 64
-
-
-def _ignored_dir(path: Path, name: str) -> bool:
-    return name in IGNORED_DIRS or name.endswith(".egg-info") or (path / "pyvenv.cfg").exists()
-
-
-class StorageError(FrogNanoError):
-    """FrogNano's cache cannot be written (a full disk, a quota, a file size limit): exit 2."""
-
-
-MIN_FILE_SIZE_LIMIT = 16 << 20  # bytes: the shadow's files and a run's results must fit
-
-
-def check_file_size_limit() -> None:
-    """Refuse a file size limit (``ulimit -f``) too small for the shadow and the results files:
-    with ``ulimit -f 1`` the results of a run were cut, a test seemed to crash, and a candidate
-    then "fixed" it.  (Python ignores SIGXFSZ, so a write over it fails with EFBIG instead.)"""
-    soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
-    if soft != resource.RLIM_INFINITY and soft < MIN_FILE_SIZE_LIMIT:
-        raise StorageError(f"the file size limit (ulimit -f) is {soft} bytes: FrogNano's shadow copy and "
-                           f"test results need at least {MIN_FILE_SIZE_LIMIT >> 20} MiB; raise it "
-                           "(ulimit -f unlimited)")
-
-
-MIN_FREE_SPACE = 8 << 20  # bytes: a run's request, results and log, with room to spare
-
-
-def check_free_space(cache: Path) -> None:
-    """Refuse a cache disk that is (nearly) full before anything runs: a run whose results
-    cannot be written looks like a test process that died, or a test that failed."""
-    try:
-        st = os.statvfs(cache)
-    except OSError:
-        return
-    free = st.f_bavail * st.f_frsize
-    if free < MIN_FREE_SPACE:
-        raise StorageError(f"no space left on the disk of FrogNano's cache ({cache}: {free >> 10} KiB free, "
-                           f"{MIN_FREE_SPACE >> 20} MiB needed): free some, or set FROGNANO_CACHE_DIR to a "
-                           "folder on another disk")
-
-
-def storage_error(exc: OSError, cache: Path) -> StorageError | None:
-    """The named error of a write that failed for want of room, None for any other failure."""
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return StorageError(f"no space left on the disk of FrogNano's cache ({cache}): free some, or set "
-                            "FROGNANO_CACHE_DIR to a folder on another disk")
-    if exc.errno == errno.EFBIG:
-        return StorageError(f"a file in FrogNano's cache ({cache}) is over the file size limit "
-                            "(ulimit -f): raise it (ulimit -f unlimited)")
-    return None
-
-
-@contextlib.contextmanager
-def storage_errors(cache: Path) -> Iterator[None]:
-    try:
-        yield
-    except OSError as exc:
-        error = storage_error(exc, cache)
-        if error is None:
-            raise
-        raise error from exc
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One file of the project: a regular file, or a symlink (kept as a symlink)."""
-
-    rel: str
-    size: int
-    mtime_ns: int
-    link: str | None = None  # symlink text
-    external: bool = False  # a symlink that leads out of the project: read, never edited
-
-
-def _git_listing(root: Path) -> list[str] | None:
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-            capture_output=True, timeout=60, check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return [p for p in out.decode("utf-8", "surrogateescape").split("\0") if p]
-
-
-def _walk_listing(root: Path) -> list[str]:
-    """The files git would list, without git: the walk honours every ``.gitignore`` on the way
-    (a 1 GiB ignored data folder is never copied) and never enters an ignored folder."""
-    found: list[str] = []
-    ignore = Ignore(root)
-    for dirpath, dirnames, filenames in os.walk(root):
-        here = Path(dirpath)
-        folder = "" if here == root else here.relative_to(root).as_posix()
-        ignore.enter(folder)
-
-        def rel(name: str) -> str:
-            return f"{folder}/{name}" if folder else name
-
-        # Symlinked directories are listed as entries (and not followed), like git does.
-        keep = []
-        for d in dirnames:
-            if (here / d).is_symlink():
-                if not ignore.ignored(rel(d), is_dir=False):
-                    found.append(rel(d))
-            elif not _ignored_dir(here / d, d) and not ignore.ignored(rel(d), is_dir=True):
-                keep.append(d)
-        dirnames[:] = sorted(keep)
-        found.extend(rel(f) for f in filenames if not ignore.ignored(rel(f), is_dir=False))
-    return found
-
-
-def list_project(root: Path) -> list[Entry]:
-    """The project's files, as git would see them, minus anything under an ignored directory."""
-    names = _git_listing(root)
-    if names is None:
-        names = _walk_listing(root)
-    real_root = os.path.realpath(root)
-    entries: list[Entry] = []
-    for rel in sorted(set(names)):
-        parts = rel.split("/")
-        if any(p in IGNORED_DIRS or p.endswith(".egg-info") for p in parts[:-1]):
-            continue
-        if parts[-1].endswith((".pyc", ".pyo")):
-            continue
-        path = root / rel
-        try:
-            st = os.lstat(path)
-        except OSError:  # listed by git but deleted in the working tree
-            continue
-        if os.path.islink(path):
-            target = os.path.realpath(path)
-            inside = target == real_root or target.startswith(real_root + os.sep)
-            if not inside:
-                log.warning("%s is a symlink leading out of the project (%s); it is never edited",
-                            rel, target)
-            entries.append(Entry(rel, st.st_size, st.st_mtime_ns, os.readlink(path), not inside))
-        elif os.path.isfile(path):
-            entries.append(Entry(rel, st.st_size, st.st_mtime_ns))
-        elif os.path.isdir(path):  # a git submodule or nested repository: skip with a note
-            log.info("skipping %s: a nested repository", rel)
-    return entries
 
 
 def _norm(rel: str) -> str:
@@ -203,72 +59,6 @@ def _files_under(path: Path, rel: str) -> Iterator[str]:
         sub = os.path.relpath(dirpath, path)
         for f in filenames:
             yield posixpath.normpath(posixpath.join(rel, sub.replace(os.sep, "/"), f))
-
-
-def _replace_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` at ``path`` as a new file: whatever a run left there (a symlink to a file
-    outside the shadow, a hard link, a folder) is replaced, never written through."""
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
-    tmp = path.with_name(f".{path.name}.frognano-{os.getpid()}")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
-def copy_file(src: Path, dest: Path) -> None:
-    """``shutil.copyfile``, except that a sparse file stays sparse: only its data is copied and
-    its holes stay holes (a 2 GB disk image with a few MB in it took 82 s and 2 GB fully
-    allocated).  Files with no holes take the ordinary fast path."""
-    st = os.stat(src)
-    if not hasattr(os, "SEEK_DATA") or st.st_blocks * 512 >= st.st_size:
-        shutil.copyfile(src, dest)
-        return
-    with open(src, "rb") as fin, open(dest, "wb") as fout:
-        fd_in, fd_out = fin.fileno(), fout.fileno()
-        offset = 0
-        try:
-            while offset < st.st_size:
-                try:
-                    start = os.lseek(fd_in, offset, os.SEEK_DATA)
-                except OSError:  # ENXIO: no data after offset, only a hole to the end
-                    break
-                end = os.lseek(fd_in, start, os.SEEK_HOLE)
-                os.lseek(fd_in, start, os.SEEK_SET)
-                os.lseek(fd_out, start, os.SEEK_SET)
-                left = end - start
-                while left > 0:
-                    chunk = os.read(fd_in, min(left, 1 << 20))
-                    if not chunk:
-                        break
-                    os.write(fd_out, chunk)
-                    left -= len(chunk)
-                offset = end
-        except OSError as exc:
-            if exc.errno not in (errno.EINVAL, errno.EOPNOTSUPP):
-                raise
-            fout.close()  # SEEK_DATA not supported here after all: the plain copy
-            shutil.copyfile(src, dest)
-            return
-        fout.truncate(st.st_size)  # the trailing hole
-
-
-def _signature(path: Path) -> list[int] | None:
-    """How a shadow file looks on disk, without reading it: any rewrite, replacement or chmod
-    changes the status-change time (which, unlike mtime, no process can set back)."""
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return None
-    return _stat_signature(st)
-
-
-def _stat_signature(st: os.stat_result) -> list[int]:
-    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_mode]
 
 
 def read_source(path: Path) -> str:
@@ -394,14 +184,14 @@ class Workspace:
             key = [e.size, e.mtime_ns, e.link]
             dest = self.shadow / rel
             prev = old.get(rel) or []
-            sig = _signature(dest)
+            sig = shadow_signature(dest)
             # Unchanged only if the project file is as it was and the shadow's copy too: a run
             # may have rewritten the copy (the manifest keeps the copy's signature for that).
             if prev[:3] == key and rel not in dirty and sig is not None and prev[3:] == [sig]:
                 stats.unchanged += 1
             else:
                 self._copy(e, dest)
-                sig = _signature(dest)
+                sig = shadow_signature(dest)
                 stats.copied += 1
             if e.external:
                 stats.external_links.append(rel)
@@ -438,7 +228,7 @@ class Workspace:
         else:
             copy_file(self.root / e.rel, dest)
             shutil.copymode(self.root / e.rel, dest)
-        self._sigs[e.rel] = _signature(dest)
+        self._sigs[e.rel] = shadow_signature(dest)
 
     def _write_manifest(self, manifest: Mapping[str, object]) -> None:
         tmp = self._manifest_path.with_suffix(".tmp")
@@ -534,7 +324,7 @@ class Workspace:
         finally:
             self._layers.remove((originals, files))
             for rel in self._put_back(originals):
-                self._sigs[_norm(rel)] = _signature(self.shadow / rel)  # type: ignore[operator]
+                self._sigs[_norm(rel)] = shadow_signature(self.shadow / rel)  # type: ignore[operator]
             self._clear_dirty(set(files) - set(self._overlay))
             self.editing -= 1
 
@@ -561,7 +351,7 @@ class Workspace:
                     shutil.rmtree(path, ignore_errors=True)
                 path.unlink(missing_ok=True)
             else:
-                _replace_bytes(path, data)
+                replace_bytes(path, data)
         return list(originals)
 
     def _clear_dirty(self, rels: set[str]) -> None:
@@ -575,8 +365,8 @@ class Workspace:
     def _write_shadow(self, rel: str, text: str) -> None:
         path = self.check_editable(rel)
         path.parent.mkdir(parents=True, exist_ok=True)
-        _replace_bytes(path, encode_source(text, like=self.root / rel if (self.root / rel).exists() else None))
-        self._sigs[_norm(rel)] = _signature(path)
+        replace_bytes(path, encode_source(text, like=self.root / rel if (self.root / rel).exists() else None))
+        self._sigs[_norm(rel)] = shadow_signature(path)
 
     def ensure_pristine(self, rels: Iterable[str] = (), absent: Iterable[str] = ()) -> list[str]:
         """Make the shadow hold exactly the project's files (editor buffers and the edits in
@@ -654,7 +444,7 @@ class Workspace:
                         except OSError:
                             changed.append(rel)  # gone meanwhile
                             continue
-                        if [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_mode] != sigs.get(rel):
+                        if stat_signature(st) != sigs.get(rel):
                             changed.append(rel)
                     elif rel in folders and d.is_dir(follow_symlinks=False):
                         stack.append(rel)

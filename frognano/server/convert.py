@@ -19,6 +19,7 @@ from typing import Literal, get_args
 from lsprotocol import types
 from pygls.uris import from_fs_path, to_fs_path
 
+from ..project_paths import nodeid_file
 from ..repair.localize import Location
 from ..repair.patch import Fix
 from ..sandbox.results import CollectError, RunResult, TestResult
@@ -116,10 +117,6 @@ def ranges_touch(a: types.Range, b: types.Range) -> bool:
 
 
 # -- diagnostics ------------------------------------------------------------------------------
-
-def nodeid_file(nodeid: str) -> str:
-    return nodeid.split("::", 1)[0]
-
 
 def nodeid_function(nodeid: str) -> str:
     """``tests/t.py::Cls::test_x[1-2]`` -> ``test_x``."""

@@ -16,9 +16,9 @@ from urllib.parse import unquote
 
 from lsprotocol import types
 
-from ..repair.incremental import affects_tests, is_test_module
+from ..project_paths import ignored_path, is_test_module
+from ..repair.incremental import affects_tests
 from ..sandbox.scope import project_root
-from ..sandbox.workspace import IGNORED_DIRS
 from . import configuration, convert, diagnostics, fixes
 from .jobs import Project
 from .state import FrogNanoServer
@@ -102,8 +102,8 @@ def did_change_watched_files(ls: FrogNanoServer, params: types.DidChangeWatchedF
         project, rel = found
         if unquote(change.uri) in ls.workspace.text_documents:  # pygls keys them unquoted
             continue  # the editor's buffer is what the tests see; its save runs them
-        if ignored(rel):
-            continue  # a virtualenv, a cache or FrogNano's own files: not the project's code
+        if ignored_path(project.root, rel):
+            continue  # a virtualenv of any name, a cache, FrogNano's own files: not the project's
         project.state += 1
         if rel.rsplit("/", 1)[-1] == "pyproject.toml":
             ls.spawn(configuration.refresh(ls))
@@ -113,11 +113,6 @@ def did_change_watched_files(ls: FrogNanoServer, params: types.DidChangeWatchedF
         fixes.record_if_saved(ls, project)
         if not fixes.edit_arrived(ls, project):
             diagnostics.request_tests(ls, project, files)
-
-
-def ignored(rel: str) -> bool:
-    """A path under a directory the shadow copy leaves out (``.venv``, caches, ``.frognano``)."""
-    return any(p in IGNORED_DIRS or p.endswith(".egg-info") for p in rel.split("/")[:-1])
 
 
 def did_change_folders(ls: FrogNanoServer, params: types.DidChangeWorkspaceFoldersParams) -> None:

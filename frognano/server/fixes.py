@@ -3,7 +3,7 @@
 A fix is computed on the project's worker thread for one snapshot (the state counter and the
 open buffers); it is offered only while the editor and the disk still hold exactly the text it
 was computed on (``valid_fix``), and applied as ``TextDocumentEdit``s carrying each open
-document's version, so the editor refuses it if anything moved (DESIGN §2, invariant 1).
+document's version, so the editor refuses it if anything moved (docs/ARCHITECTURE.md, invariant 1).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import threading
 from lsprotocol import types
 
 from . import convert, diagnostics, progress
-from .jobs import FixOutcome, Project, ReadyFix
-from .offer import MAX_ALTERNATIVES
+from .jobs import FixOutcome, Project
+from .offer import MAX_ALTERNATIVES, ReadyFix
 from .replies import ApplyReply, FixReply
 from .state import FrogNanoServer
 

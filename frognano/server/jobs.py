@@ -29,24 +29,24 @@ from typing import Any, Literal
 from ..config import Settings
 from ..errors import FrogNanoError
 from ..progress import Progress, Relay
+from ..project_paths import ignored_path
 from ..repair.engine import Engine, FixReport, NothingToTest
 from ..repair.incremental import Selection, Session
 from ..repair.localize import Location
-from ..repair.patch import Fix
 from ..runtime.lazy import LazyModel
 from ..sandbox.results import RunResult
 from ..sandbox.spectra import CoverageMap
-from ..sandbox.workspace import IGNORED_DIRS, Workspace
+from ..sandbox.workspace import Workspace
 from . import convert
 from .offer import Offer
 
 log = logging.getLogger(__name__)
 
+
 def overlay_path(root: Path, rel: str) -> bool:
     """An open document the tests should see instead of the file on disk: a Python file of
     the project itself (not under a virtualenv or cache, not a symlink, which is never edited)."""
-    parts = rel.split("/")
-    if not rel.endswith(".py") or any(p in IGNORED_DIRS or p.endswith(".egg-info") for p in parts[:-1]):
+    if not rel.endswith(".py") or ignored_path(root, rel):
         return False
     path = root / rel
     real = os.path.realpath(path)
@@ -138,17 +138,6 @@ class FixOutcome:
     cancelled: bool = False
     error: str | None = None  # the job could not run (bad settings, a model that does not load)
     seconds: float = 0.0
-
-
-@dataclass
-class ReadyFix:
-    """A verified fix and the state it was computed for."""
-
-    fix: Fix
-    state: int
-    title: str
-    episodes: list[str] = field(default_factory=list)  # episode record paths, when a model helped
-    alternatives: list[Fix] = field(default_factory=list)  # other verified fixes, best first
 
 
 JobKind = Literal["tests", "fix"]

@@ -18,16 +18,25 @@ And the autoFix decision after a run (``should_search``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
 
-from ..repair.patch import Patch
-
-if TYPE_CHECKING:
-    from .jobs import ReadyFix
+from ..repair.patch import Fix, Patch
 
 TextOf = Callable[[str], "str | None"]  # a project-relative path -> the text the editor (or disk) holds
 MAX_ALTERNATIVES = 3  # verified alternatives offered after the preferred fix
+
+
+@dataclass
+class ReadyFix:
+    """A verified fix and the state it was computed for.  Made by ``fixes.py`` from a fix job's
+    outcome; it lives here, with the offer that holds it, so that the jobs (which import the
+    offer) and the offer do not import each other."""
+
+    fix: Fix
+    state: int
+    title: str
+    episodes: list[str] = field(default_factory=list)  # episode record paths, when a model helped
+    alternatives: list[Fix] = field(default_factory=list)  # other verified fixes, best first
 
 
 def _holds(patch: Patch, text_of: TextOf, side: str) -> bool:

@@ -20,6 +20,7 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
 from .. import __version__
+from ..project_paths import Signature, file_signature
 from ..sandbox.scope import project_root, refusal
 from ..sandbox.workspace import read_source
 from . import convert, transport
@@ -79,7 +80,7 @@ class FrogNanoServer(LanguageServer):
         # the defaults (another interpreter, say), then again, from scratch, with the settings.
         self.settings_ready: asyncio.Event | None = None
         self._tasks: set[asyncio.Task] = set()
-        self._disk: dict[str, tuple[tuple[int, int], str | None]] = {}
+        self._disk: dict[str, tuple[Signature, str | None]] = {}
         self._closed = False
         self._reporting = False  # report_server_error is sending its log message
 
@@ -207,12 +208,10 @@ class FrogNanoServer(LanguageServer):
         return Snapshot(project.state, buffers, versions)
 
     def disk_text(self, path: Path) -> str | None:
-        """A file's text as the engine reads it, cached by (mtime, size)."""
-        try:
-            st = path.stat()
-        except OSError:
+        """A file's text as the engine reads it, cached by its signature (size, mtime)."""
+        key = file_signature(path)
+        if key is None:
             return None
-        key = (st.st_mtime_ns, st.st_size)
         cached = self._disk.get(str(path))
         if cached is not None and cached[0] == key:
             return cached[1]

@@ -1,4 +1,4 @@
-"""Where work runs in parallel: a local process pool or a Ray cluster (DESIGN §5).
+"""Where work runs in parallel: a local process pool or a Ray cluster (docs/ARCHITECTURE.md §5).
 
 Synthesis validates candidates here and evaluation runs tasks here.  Both executors have the
 same shape: built from a worker class and its constructor arguments (picklable), ``map(todo)``
@@ -10,7 +10,7 @@ is one instance of the class, holding its own state for its lifetime: for synthe
 ``job.validate_one``), so a candidate's result does not depend on which executor or worker ran
 it.
 
-``ray`` is imported only here, and only when a ``RayPool`` or ``ray_cluster`` is used (DESIGN §1).
+``ray`` is imported only here, and only when a ``RayPool`` or ``ray_cluster`` is used (docs/ARCHITECTURE.md §1).
 """
 
 from __future__ import annotations

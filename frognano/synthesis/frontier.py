@@ -1,4 +1,4 @@
-"""The learnability-frontier sampler: which task families to synthesise next (DESIGN §5).
+"""The learnability-frontier sampler: which task families to synthesise next (docs/ARCHITECTURE.md §5).
 
 A *family* is a setting of the knobs that make a synthesised bug hard: the operator kind, the
 number of bugs, how much the hint gives away, and how far the bug sits from the failing test.

@@ -1,4 +1,4 @@
-"""Candidate bugs for synthesis: operator sites in code the test suite actually runs (DESIGN §5).
+"""Candidate bugs for synthesis: operator sites in code the test suite actually runs (docs/ARCHITECTURE.md §5).
 
 A function counts as *covered* when some test executes a line of its body.  Sites are taken
 from the shared operator catalogue (``frognano.operators.mutations``) in covered functions of

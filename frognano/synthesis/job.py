@@ -1,4 +1,4 @@
-"""One repository's validation job, and validating a candidate with it (DESIGN §5).
+"""One repository's validation job, and validating a candidate with it (docs/ARCHITECTURE.md §5).
 
 ``SynthJob`` carries what validating a candidate needs besides a workspace and a runner; it is
 built once per repository by ``synth`` and sent (pickled) to every worker of ``executor``, so it

@@ -1,4 +1,4 @@
-"""The task store: synthesised bug tasks as JSON lines (DESIGN §3).
+"""The task store: synthesised bug tasks as JSON lines (docs/ARCHITECTURE.md §6).
 
 One task per line, with the fields of SWE-bench / SWE-smith instances (``instance_id``,
 ``repo``, ``base_commit``, ``patch``, ``FAIL_TO_PASS``, ``PASS_TO_PASS``) plus the family key

@@ -1,4 +1,4 @@
-"""Synthesise validated bug tasks from green repositories (DESIGN §5).
+"""Synthesise validated bug tasks from green repositories (docs/ARCHITECTURE.md §5).
 
 Per repository: sync the shadow, run the whole suite once with function-level coverage (the
 baseline; a repo whose suite is not green before any mutation is refused: recorded in the

@@ -1,4 +1,4 @@
-"""Validate one injected bug in the shadow copy and turn it into a Task (DESIGN §3, §5).
+"""Validate one injected bug in the shadow copy and turn it into a Task (docs/ARCHITECTURE.md §5, §6).
 
 The mutant is written into the shadow (``Workspace.edited``; the project is never touched) and
 the tests covering the mutated *function* run, plus a small random sample of the other
@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..operators import CATALOGUE, Mutation
+from ..project_paths import nodeid_file
 from ..sandbox.results import RunResult, TestResult
 from ..sandbox.runner import TestRunner
 from ..sandbox.specification import Specification
@@ -172,7 +173,7 @@ def hint_text(info, level: str, tests: Iterable[str] | None = None) -> str:
 def _distance(result: TestResult, mutation: Mutation, span: range, test_source: str | None) -> tuple[int, bool]:
     """(distance, traceback passes through a bug line) for one failing test."""
     frames = result.frames
-    test_file = result.nodeid.split("::", 1)[0]
+    test_file = nodeid_file(result.nodeid)
     through = any(f.path == mutation.path and mutation.line <= f.line <= max(mutation.line, mutation.end_line)
                   for f in frames)
     test_idx = max((i for i, f in enumerate(frames) if f.path == test_file), default=None)
@@ -287,7 +288,7 @@ def _apply(t: _Trial) -> Rejection | None:
 
 
 def _spares_specification(t: _Trial) -> Rejection | None:
-    # The tests are the specification (DESIGN.md invariant 6): a bug lives in code, never in them.
+    # The tests are the specification (docs/ARCHITECTURE.md, invariant 6): a bug lives in code, never in them.
     spec = Specification.of_workspace(t.ws, [*t.baseline.tests, *t.baseline.collected])
     for path in t.paths:
         why = spec.reason(path, t.sources[path], t.mutated[path])
@@ -435,7 +436,7 @@ def _features(t: _Trial) -> tuple[int, bool]:
     test_sources: dict[str, str | None] = {}
     distances, through = [], False
     for n in t.failing:
-        tf = n.split("::", 1)[0]
+        tf = nodeid_file(n)
         if tf not in test_sources:
             try:
                 test_sources[tf] = t.ws.read(tf)

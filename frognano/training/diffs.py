@@ -1,6 +1,6 @@
 """Apply a task's patch (a git-style unified diff) to text, strictly.
 
-Tasks carry their bug as a unified diff (DESIGN §3): ``synth`` writes them with difflib, and
+Tasks carry their bug as a unified diff (docs/ARCHITECTURE.md §6): ``synth`` writes them with difflib, and
 SWE-smith / SWE-bench rows with git.  Applying one is the first thing evaluation and training
 do with a task, and a patch that does not fit its tree must be that task's named error, never a
 silently different bug: each hunk's old lines must match exactly, at the line the header

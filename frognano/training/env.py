@@ -13,7 +13,7 @@ written, and the shadow holds no ``.git``: a model cannot read the fix out of hi
 content hash: recomputed and compared), applies the bug's patch, and checks that the
 ``FAIL_TO_PASS`` tests fail.  Anything wrong is a ``TaskError`` naming the task's problem.
 
-The reward (``reward``) is measured on pristine test files (DESIGN invariant 6): 1 when every
+The reward (``reward``) is measured on pristine test files (docs/ARCHITECTURE.md, invariant 6): 1 when every
 ``FAIL_TO_PASS`` test passes and no ``PASS_TO_PASS`` test fails, else 0; a patch touching the
 specification, or whose edit of the code under test reaches into the test runner
 (``repair.tampering``), scores 0 without running; a run in which the code under test rewrote
@@ -43,7 +43,7 @@ from ..repair.incremental import Selection, Session
 from ..repair import tampering
 from ..repair.patch import Patch
 from ..sandbox.results import RunResult
-from ..sandbox.runner import find_python
+from ..sandbox.runner import RunnerConfig, find_python
 from ..sandbox.specification import Specification
 from ..sandbox.workspace import Workspace, read_source
 from .diffs import PatchError, apply_patch
@@ -277,7 +277,7 @@ class RepoEnv:
             self.engine.sync()
         except FrogNanoError as exc:
             raise TaskError(str(exc)) from None
-        key = state_key(self.ws, self.engine.settings.runner_config())
+        key = state_key(self.ws, RunnerConfig.from_settings(self.engine.settings))
         run = Pictures(self.ws).load(key)
         if run is not None:
             log.info("%s: starting from the stored run of the clean tree (%d tests)", self.tree, len(run.tests))

@@ -1,25 +1,51 @@
-"""GRPO's framework-agnostic pieces: the episode sample, group advantages, DAPO's filters, the
-loss mask, the reference log-probability and the configuration.  Pure Python: the torch and MLX
-trainers (``torch_grpo.py``, and an MLX twin) import these, so both train the same variant and
-the tests can check every piece on plain lists.
+"""The GRPO variant FrogNano trains, described here once, and its framework-agnostic pieces.
 
-The variant, named exactly (each piece below says where it comes from):
+Every trainer points here: ``torch_grpo.py`` (transformers + peft) and ``mlx_grpo.py`` (mlx-lm)
+compute this variant's loss from these pieces, so both backends train the same thing and the
+tests check each piece on plain lists; ``loop.py`` feeds them (and adds the refills below).
 
-* advantages: reward minus the group's mean reward, *not* divided by the group's standard
-  deviation (Dr. GRPO, Liu et al. 2025, "Understanding R1-Zero-Like Training"); dividing by it
-  (GRPO, Shao et al. 2024, DeepSeekMath) is ``scale_rewards="std"``;
-* dynamic sampling (DAPO, Yu et al. 2025): a group whose rewards are all equal has zero
-  advantage everywhere and is dropped rather than diluting the batch;
-* overlong filtering (DAPO): an episode cut off by its turn or token budget is masked out of
-  the loss, so "ran out of budget" is not punished as if it were a wrong answer;
-* infrastructure errors (a sandbox that died, DESIGN invariant: never a 0) never reach a gradient;
-* the surrogate is PPO's clipped ratio with DAPO's asymmetric clip ("clip-higher",
-  epsilon=0.2 below, epsilon_high=0.28 above), token-level normalisation over the batch
-  (``loss_type="dapo"``), and no KL penalty by default (``beta=0``, as DAPO and Dr. GRPO).
+The variant, named exactly (defaults in ``GRPOConfig``; each rule says where it comes from):
 
-Multi-turn episodes: a sample's completion is everything after the prompt, the policy's own
-tokens interleaved with the environment's (tool results, chat-template tokens); ``mask`` marks
-which is which, as nanochat's engine does, and only the policy's tokens are trained.
+1. **Advantages**: each episode's reward minus its group's mean reward, *not* divided by the
+   group's standard deviation (Dr. GRPO, Liu et al. 2025, "Understanding R1-Zero-Like
+   Training"); ``scale_rewards="std"`` divides by the sample std + ``STD_EPS`` (the original
+   GRPO, Shao et al. 2024, DeepSeekMath).  ``group_advantages``.
+2. **Dynamic sampling** (DAPO, Yu et al. 2025): a group carries a gradient only with at least 2
+   clean episodes whose rewards are not all equal (``has_gradient``, the one test of that);
+   other groups are dropped from the batch (``dynamic_filter``) rather than diluting it.  The
+   online loop also replaces up to ``refills`` zero-variance groups (``zero_variance``) per
+   step with new tasks' groups, and logs their share (``zero_variance_fraction``).
+3. **Masking**: only the policy's own tokens are trained (``Sample.mask``: a multi-turn
+   episode's completion interleaves them with the environment's tool replies and chat-template
+   tokens, as nanochat's engine marks sampled vs forced tokens); an infrastructure error (a
+   sandbox that died, a misaligned token sequence: docs/ARCHITECTURE.md §5, never scored 0) leaves its
+   group before the baseline and never reaches the loss; an episode cut off by its turn or token
+   budget is masked out of the loss when ``mask_truncated`` (DAPO overlong filtering: "ran out of
+   budget" is not punished as a wrong answer).  ``loss_mask``.
+4. **Renormalised constrained log-probabilities**: where the rollout sampled under the tool-call
+   grammar, the episode records each step's allowed tokens (``Sample.allowed``) and the
+   trainer's log-probabilities are renormalised over the same tokens, at the sampling
+   temperature (``renormalised_logprob`` is the reference; float32 whatever the model's dtype),
+   so the ratio compares the policy with the distribution actually sampled: 1 on-policy, to
+   float precision.
+5. **Surrogate and clipping**: PPO's clipped ratio, min(r A, clip(r, 1 - epsilon, 1 +
+   epsilon_high) A) per token, r = pi_theta / pi_sampler with the sampler's log-probabilities
+   taken from the episode (``Sample.logprobs``), and DAPO's asymmetric "clip-higher" (epsilon
+   0.2 below, epsilon_high 0.28 above).
+6. **Normalisation** (``loss_type``): "dapo", token level over the whole batch (the default);
+   "dr_grpo", the constant max_completion_length x batch size; "grpo", the mean per episode,
+   then over episodes.
+7. **KL**: none by default (``beta=0``, as DAPO and Dr. GRPO: no reference forward pass); with
+   ``beta > 0`` the k3 estimator exp(ref - new) - (ref - new) - 1 (Schulman 2020, as GRPO) to
+   the base model, i.e. the LoRA adapters disabled.
+8. **Update**: AdamW on the LoRA weights only, no weight decay, the gradient's global norm
+   clipped to ``max_grad_norm``, one step per batch (on-policy: each batch is sampled by the
+   weights it updates, once), and no step at all when no token is trained (Adam's momentum
+   would move the weights on a zero gradient).  A non-finite loss or gradient updates nothing
+   (``NonFiniteLossError``).
+
+What ``examples/trl_grpo`` (TRL's ``GRPOTrainer`` driven by these episodes) cannot match of
+this is listed in its own docstring.
 """
 
 from __future__ import annotations
@@ -31,7 +57,7 @@ from dataclasses import dataclass, field
 from ..errors import FrogNanoError, UsageError
 
 __all__ = ["LOSS_TYPES", "SCALES", "GRPOConfig", "NonFiniteLossError", "Sample", "all_equal", "dynamic_filter",
-           "group_advantages", "loss_mask", "renormalised_logprob"]
+           "group_advantages", "has_gradient", "loss_mask", "renormalised_logprob", "zero_variance"]
 
 LOSS_TYPES: tuple[str, ...] = ("dapo", "dr_grpo", "grpo")
 SCALES: tuple[str, ...] = ("none", "std")
@@ -92,6 +118,24 @@ def all_equal(rewards: Sequence[float]) -> bool:
     return not rewards or max(rewards) - min(rewards) <= EQUAL_TOL
 
 
+def has_gradient(group: Sequence[Sample]) -> bool:
+    """Whether one group of episodes carries a gradient (DAPO's dynamic sampling, rule 2): at
+    least 2 clean episodes (an errored one's reward means nothing) whose rewards are not all
+    equal.  The one test of it: ``dynamic_filter`` drops the groups that fail it, and the TRL
+    example masks them."""
+    rewards = [s.reward for s in group if not s.error]
+    return len(rewards) >= 2 and not all_equal(rewards)
+
+
+def zero_variance(group: Sequence[Sample]) -> bool:
+    """Whether a group failed ``has_gradient`` for its rewards alone: at least 2 clean episodes,
+    all rewarded alike (too easy or too hard for the policy, DAPO's sign).  What the online loop
+    refills and counts in ``zero_variance_fraction``; a group short of clean episodes is not
+    one (a new task would not say more about the policy)."""
+    rewards = [s.reward for s in group if not s.error]
+    return len(rewards) >= 2 and all_equal(rewards)
+
+
 def group_advantages(rewards: Sequence[float], *, scale: str = "none") -> list[float]:
     """The advantages of one group's episodes: each reward minus the group's mean.
 
@@ -117,23 +161,22 @@ def group_advantages(rewards: Sequence[float], *, scale: str = "none") -> list[f
 
 
 def dynamic_filter(groups: Mapping[int, list[Sample]]) -> tuple[dict[int, list[Sample]], int]:
-    """DAPO's dynamic sampling: ``(kept, dropped)``, the groups that carry a gradient and how
-    many groups were dropped.
+    """DAPO's dynamic sampling: ``(kept, dropped)``, the groups that carry a gradient
+    (``has_gradient``) without their errored samples, and how many groups were dropped.
 
-    Errored samples are removed from their group first (their reward means nothing, so they
-    may neither earn nor lose; nor may they shift the group's mean).  A group left with fewer
-    than 2 samples has no one to be compared with, and a group whose rewards are all equal has
-    zero advantage everywhere: both are dropped, rather than counted in the batch's token
-    total where they would only shrink the other groups' updates.  Group order is kept.
+    Errored samples leave their group (their reward means nothing, so they may neither earn nor
+    lose; nor may they shift the group's mean).  A group left with fewer than 2 samples has no
+    one to be compared with, and a group whose rewards are all equal has zero advantage
+    everywhere: both are dropped, rather than counted in the batch's token total where they
+    would only shrink the other groups' updates.  Group order is kept.
     """
     kept: dict[int, list[Sample]] = {}
     dropped = 0
     for key, samples in groups.items():
-        clean = [s for s in samples if not s.error]
-        if len(clean) < 2 or all_equal([s.reward for s in clean]):
+        if not has_gradient(samples):
             dropped += 1
             continue
-        kept[key] = clean
+        kept[key] = [s for s in samples if not s.error]
     return kept, dropped
 
 
@@ -267,18 +310,16 @@ class GRPOConfig:
 def assemble(samples: list[Sample], config: GRPOConfig) -> tuple[list[Sample], list[float], dict[str, float]]:
     """The batch a GRPO step's loss sees (the clean episodes of the groups ``dynamic_filter``
     keeps, in order), one advantage each (``group_advantages``), and the step's statistics so
-    far: ``kept_groups``, ``dropped_groups``, ``zero_variance_fraction`` (share of the groups
-    with at least 2 clean episodes whose rewards were all equal: DAPO's sign that the tasks are
-    too easy or too hard), ``errors``, ``reward_mean`` (clean episodes), ``samples`` (in the
-    loss), and ``loss``, ``grad_norm``, ``tokens``, ``stepped`` at 0 until a step sets them.
-    Both trainers (``torch_grpo``, ``mlx_grpo``) count through this one function."""
+    far: ``kept_groups``, ``dropped_groups``, ``errors``, ``reward_mean`` (clean episodes),
+    ``samples`` (in the loss), and ``loss``, ``grad_norm``, ``tokens``, ``stepped`` at 0 until a
+    step sets them.  Both trainers (``torch_grpo``, ``mlx_grpo``) count through this one
+    function.  The share of zero-variance groups is the online loop's to count
+    (``zero_variance_fraction``): it sees every group of a step, the refilled ones too."""
     groups: dict[int, list[Sample]] = {}
     for s in samples:
         groups.setdefault(s.group, []).append(s)
     kept, dropped = dynamic_filter(groups)
-    clean = [[s for s in g if not s.error] for g in groups.values()]
-    comparable = [g for g in clean if len(g) >= 2]
-    flat = [s for g in clean for s in g]
+    flat = [s for g in groups.values() for s in g if not s.error]
     batch: list[Sample] = []
     advantages: list[float] = []
     for group in kept.values():
@@ -286,8 +327,6 @@ def assemble(samples: list[Sample], config: GRPOConfig) -> tuple[list[Sample], l
         advantages.extend(group_advantages([s.reward for s in group], scale=config.scale_rewards))
     stats = {
         "kept_groups": float(len(kept)), "dropped_groups": float(dropped),
-        "zero_variance_fraction": (sum(all_equal([s.reward for s in g]) for g in comparable) / len(comparable)
-                                   if comparable else 0.0),
         "errors": float(sum(s.error for s in samples)),
         "reward_mean": math.fsum(s.reward for s in flat) / len(flat) if flat else 0.0,
         "samples": float(len(batch)), "loss": 0.0, "grad_norm": 0.0, "tokens": 0.0, "stepped": 0.0,

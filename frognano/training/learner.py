@@ -1,14 +1,14 @@
 """The learner: the backend-specific half of the training loop, behind one small protocol.
 
 ``loop.py`` owns everything that does not depend on the framework (tasks, rollouts through the
-serving harness, the sampler, metrics, the checkpoint's folder and pointer file); a ``Learner``
+serving harness, the sampler, metrics, the checkpoint's folder and pointer file: ``rundir.py``); a ``Learner``
 owns the weights: the in-process policy the environments roll out with, one GRPO update, its
 part of a checkpoint (adapter, optimiser, the framework's RNG), and the final merged model.
 
-Two implementations, each importing its framework only inside its own module (DESIGN §1):
+Two implementations, each importing its framework only inside its own module (docs/ARCHITECTURE.md §1):
 ``torch_learner.TorchLearner`` (transformers + peft, ``torch_grpo``) and
 ``mlx_learner.MLXLearner`` (mlx-lm, ``mlx_grpo``).  Both train the same GRPO variant from the
-same ``GRPOConfig`` and ``Sample``s.
+same ``GRPOConfig`` and ``Sample``s; ``backends.make_learner`` picks one.
 """
 
 from __future__ import annotations
@@ -18,14 +18,12 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from ..errors import UsageError
-
 if TYPE_CHECKING:
     from ..runtime.local import LocalModel
     from .config import TrainConfig
     from .grpo import GRPOConfig, Sample
 
-__all__ = ["Learner", "base_model_path", "export_final", "make_learner", "publish"]
+__all__ = ["Learner", "base_model_path", "export_final", "publish"]
 
 log = logging.getLogger(__name__)
 
@@ -61,27 +59,6 @@ class Learner(Protocol):
         ``frognano fix --model BACKEND:run/final`` loads) and export it (``export``: "mlx-4bit"
         or "none"); returns (final folder, export folder or None)."""
         ...
-
-
-def make_learner(config: TrainConfig, run: Path, state: dict | None = None) -> Learner:
-    """The learner for ``config.backend``, with the base model of ``config.base_model`` (the tiny
-    one built into ``run/base`` on first use), restored from ``state["folder"]`` when resuming."""
-    if config.backend == "mlx":
-        try:
-            from .mlx_learner import MLXLearner
-        except ImportError as exc:
-            raise UsageError(f"backend mlx needs mlx and mlx-lm ({exc}): pip install 'frognano[mlx]'") from None
-        learner: Learner = MLXLearner(config, Path(run))
-    else:
-        try:
-            from .torch_learner import TorchLearner
-        except ImportError as exc:
-            raise UsageError(f"backend torch needs torch, transformers and peft ({exc}): "
-                             "pip install 'frognano[torch]'") from None
-        learner = TorchLearner(config, Path(run))
-    if state is not None:
-        learner.restore(Path(state["folder"]))
-    return learner
 
 
 def base_model_path(config: TrainConfig, run: Path) -> str:

@@ -358,7 +358,7 @@ def summarize(rows: Iterable[Mapping[str, Any]], ks: Iterable[int] | None = None
         ks=ks_, ks_turns=ks_turns_)
 
 
-# -- the held-out evaluation's per-episode facts (training/loop.py ``_evaluate``) ----------------
+# -- the held-out evaluation's per-episode facts (training/heldout.py ``evaluate_heldout``) ------
 def episode_facts(episode, toolbox, resolved: bool) -> dict[str, Any]:
     """What one held-out episode contributes to ``episode_metrics``: the same facts ``frognano
     eval`` writes to its rows (``met_error``: a tool error or a failing ``run_tests``)."""

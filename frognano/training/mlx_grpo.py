@@ -1,28 +1,11 @@
 """GRPO on MLX, with mlx-lm's LoRA adapters on an mlx-lm causal LM: retraining on a Mac.
 
 The MLX twin of ``torch_grpo.py``: the same ``GRPOConfig``, ``Sample`` and pure pieces of
-``grpo.py``, so both backends train the same variant, named exactly:
-
-* baseline: the group's mean reward; advantages *not* divided by the group's std by default
-  (Dr. GRPO; ``scale_rewards="std"`` is the original GRPO);
-* batch: DAPO dynamic sampling (groups of equal rewards dropped), infrastructure errors removed
-  before the baseline, truncated episodes masked out of the loss (DAPO overlong filtering),
-  environment tokens of multi-turn episodes never trained;
-* surrogate: PPO's clipped ratio min(r A, clip(r, 1 - epsilon, 1 + epsilon_high) A) with DAPO's
-  clip-higher (0.2 / 0.28), r = pi_theta / pi_sampler per token, the sampler's log-probabilities
-  taken from the episode (``Sample.logprobs``);
-* KL: none by default (``beta=0``); with ``beta > 0`` the k3 estimator (exp(ref - new) - (ref -
-  new) - 1, as GRPO) to the base model, i.e. the LoRA adapters disabled (here: every adapter's
-  scale set to 0 for the reference forward pass, which is exactly the frozen base layer);
-* normalisation: token level over the whole batch (``loss_type="dapo"``), or the constant
-  max_completion_length x batch (``"dr_grpo"``), or per-episode mean then batch mean (``"grpo"``);
-* optimiser: AdamW (with bias correction, as torch's) on the LoRA weights only, no weight decay,
-  global gradient-norm clipping, one step per batch.
-
-Log-probabilities are taken in float32 whatever the model's dtype (float16 / bfloat16 ratios
-near 1 are too coarse), and renormalised over ``Sample.allowed`` where the rollout sampled under
-the tool-call grammar (``grpo.renormalised_logprob`` is the reference).  On the same float32
-weights they agree with ``torch_grpo.sequence_logprobs`` to ~1e-6.
+``grpo.py``, so both backends train the variant ``grpo.py`` names, rule by rule.  MLX's own
+parts: the reference for ``beta > 0`` is every adapter's scale set to 0 for the reference
+forward pass (exactly the frozen base layer); AdamW with bias correction on (MLX's default is
+off), as torch's; and on the same float32 weights the log-probabilities agree with
+``torch_grpo.sequence_logprobs`` to ~1e-6.
 """
 
 from __future__ import annotations
@@ -40,7 +23,7 @@ from mlx.utils import tree_flatten
 from ..errors import UsageError
 from .grpo import GRPOConfig, NonFiniteLossError, Sample, assemble, check_loss_inputs, loss_mask
 
-__all__ = ["grpo_loss", "grpo_step", "lora_model", "make_optimizer", "sequence_logprobs"]
+__all__ = ["grpo_loss", "grpo_step", "lora_adapters", "lora_model", "make_optimizer", "sequence_logprobs"]
 
 
 def lora_model(model: nn.Module, config: GRPOConfig) -> nn.Module:
@@ -157,7 +140,7 @@ def _allowed_matrix(samples: list[Sample], longest: int, vocab: int) -> np.ndarr
     return out
 
 
-def _adapters(model: nn.Module) -> list[nn.Module]:
+def lora_adapters(model: nn.Module) -> list[nn.Module]:
     """The model's LoRA adapter modules (mlx-lm's LoRA layer types)."""
     from mlx_lm.tuner.lora import LoRAEmbedding, LoRALinear, LoRASwitchLinear
 
@@ -184,7 +167,7 @@ def _loss_terms(model: nn.Module, samples: list[Sample], advantages: list[float]
     """``grpo_loss`` with its statistics still as (lazy) arrays: the function ``grpo_step``
     differentiates (``mx.value_and_grad`` takes the first output, the rest rides along)."""
     check_loss_inputs(samples, advantages, config)
-    adapters = _adapters(model) if config.beta > 0 else []
+    adapters = lora_adapters(model) if config.beta > 0 else []
     if config.beta > 0 and not adapters:
         raise UsageError(f"beta {config.beta} needs a reference model: wrap the model with lora_model, "
                          "whose disabled adapters are the reference")
@@ -263,7 +246,7 @@ def grpo_step(model: nn.Module, optimizer: optim.Optimizer, samples: list[Sample
     gradient, clip, step.
 
     Returns the keys torch_grpo's ``grpo_step`` returns: ``loss``, ``grad_norm`` (before
-    clipping), ``kept_groups``, ``dropped_groups``, ``zero_variance_fraction``, ``errors``,
+    clipping), ``kept_groups``, ``dropped_groups``, ``errors``,
     ``reward_mean``, ``samples``, ``tokens``, ``stepped`` and ``grpo_loss``'s stats.  Nothing is
     stepped when no group carries a gradient or no token is trained (Adam's momentum would
     otherwise move the weights on a zero gradient).  A NaN or infinite loss or gradient raises

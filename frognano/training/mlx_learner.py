@@ -1,5 +1,5 @@
 """The MLX learner: an mlx-lm causal LM with mlx-lm's LoRA layers, trained by
-``mlx_grpo.grpo_step`` (the same variant as torch's; the exact one is in its docstring):
+``mlx_grpo.grpo_step`` (the same variant as torch's, named in ``grpo.py``):
 retraining on a Mac.
 
 A checkpoint holds the adapter in mlx-lm's own format (``adapter/adapters.safetensors`` and
@@ -127,7 +127,7 @@ class MLXLearner:
 
 def _adapted_keys(model) -> list[str]:
     """The paths inside a block of the modules ``lora_model`` adapted (mlx-lm's ``keys``)."""
-    from .mlx_grpo import _adapters
+    from .mlx_grpo import lora_adapters
 
-    adapted = {id(m) for m in _adapters(model)}
+    adapted = {id(m) for m in lora_adapters(model)}
     return sorted({path for block in model.layers for path, m in block.named_modules() if id(m) in adapted})

@@ -1,6 +1,6 @@
 """What ``train --resume`` reads from a run directory, checked before anything trusts it.
 
-A run directory is input like any other (DESIGN invariant 5): a user may have edited, copied or
+A run directory is input like any other (docs/ARCHITECTURE.md, invariant 5): a user may have edited, copied or
 half-deleted it, and anyone who can write it can point it elsewhere.  So before a model loads,
 every file the resume reads is checked, and the first problem ends the command with one line
 naming the file and what is wrong (``UsageError``, exit 2); nothing in the run is changed by a

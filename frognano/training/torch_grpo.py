@@ -1,26 +1,11 @@
 """GRPO on torch, with LoRA adapters (peft) on a transformers causal LM.
 
-The exact variant (pieces in ``grpo.py``):
-
-* baseline: the group's mean reward; advantages *not* divided by the group's std by default
-  (Dr. GRPO; ``scale_rewards="std"`` is the original GRPO);
-* batch: DAPO dynamic sampling (groups of equal rewards dropped), infrastructure errors removed
-  before the baseline, truncated episodes masked out of the loss (DAPO overlong filtering),
-  environment tokens of multi-turn episodes never trained;
-* surrogate: PPO's clipped ratio min(r A, clip(r, 1 - epsilon, 1 + epsilon_high) A) with DAPO's
-  clip-higher (0.2 / 0.28), r = pi_theta / pi_sampler per token, the sampler's log-probabilities
-  taken from the episode (``Sample.logprobs``);
-* KL: none by default (``beta=0``); with ``beta > 0`` the k3 estimator (Schulman 2020;
-  exp(ref - new) - (ref - new) - 1, as GRPO) to the base model, i.e. the LoRA adapters disabled;
-* normalisation: token level over the whole batch (``loss_type="dapo"``), or the constant
-  max_completion_length x batch (``"dr_grpo"``), or per-episode mean then batch mean (``"grpo"``);
-* optimiser: AdamW on the LoRA weights only, global gradient-norm clipping, one step per batch.
-
-The ratio is that of the distribution actually sampled: where the rollout sampled under the
-tool-call grammar, the episode records each step's allowed tokens (``Sample.allowed``) and the
-trainer renormalises the policy's log-probabilities over the same tokens
-(``grpo.renormalised_logprob`` is the reference), so on-policy the ratio is 1 to float
-precision (measured on the tiny model: recomputed against recorded, max difference ~1e-6).
+The variant is the one ``grpo.py`` names, rule by rule (Dr. GRPO advantages, DAPO dynamic
+sampling, overlong filtering and clip-higher, token-level normalisation, no KL by default,
+renormalised constrained log-probabilities); this module computes it with torch.  Torch's own
+parts: the reference for ``beta > 0`` is the peft model with its adapters disabled; the
+renormalised log-probabilities, recomputed against the recorded ones on the tiny model, agree to
+~1e-6; and data-parallel runs sum the ranks' shares of the loss (``grpo_step``'s ``shard``).
 """
 
 from __future__ import annotations
@@ -210,12 +195,11 @@ def grpo_step(model: Any, optimizer: torch.optim.Optimizer, samples: list[Sample
     backward, clip, step.
 
     Returns ``loss``, ``grad_norm`` (before clipping), ``kept_groups``, ``dropped_groups``,
-    ``zero_variance_fraction`` (share of the groups with at least 2 clean episodes whose rewards
-    were all equal: DAPO's sign that the tasks are too easy or too hard), ``errors``,
-    ``reward_mean`` (clean episodes), ``samples`` (in the loss), ``stepped`` (1.0 or 0.0) and
-    ``grpo_loss``'s stats.  Nothing is stepped when no group carries a gradient or no token is
-    trained: Adam's momentum would otherwise move the weights on a zero gradient.  A NaN or
-    infinite loss or gradient raises ``NonFiniteLossError`` with the weights untouched.
+    ``errors``, ``reward_mean`` (clean episodes), ``samples`` (in the loss), ``stepped`` (1.0 or
+    0.0) and ``grpo_loss``'s stats (``grpo.assemble``).  Nothing is stepped when no group carries
+    a gradient or no token is trained: Adam's momentum would otherwise move the weights on a zero
+    gradient.  A NaN or infinite loss or gradient raises ``NonFiniteLossError`` with the weights
+    untouched.
 
     Data-parallel (``distributed.py``): every rank passes the same ``samples``, its ``shard``
     (rank, world) and ``all_reduce`` (sums a list of tensors over the ranks, in place).  Each

@@ -1,5 +1,5 @@
 """The torch learner: a transformers causal LM with peft LoRA adapters, trained by
-``torch_grpo.grpo_step`` (the exact variant is in its docstring).
+``torch_grpo.grpo_step`` (the exact variant is named in ``grpo.py``).
 
 A checkpoint holds the peft adapter (``adapter/``, what ``PeftModel.from_pretrained`` loads),
 AdamW's state (``optimizer.pt``) and torch's global RNG (``rng.json``).  The final model is the
@@ -40,7 +40,7 @@ class TorchLearner:
         if pick_device(device).type == "cpu":
             # torch's default, a thread per core, waits at every kernel on the test processes
             # that run beside the rollouts (rewards, background synthesis): the cores the loop's
-            # one test lane leaves (loop._Envs), as `fix` sizes them.  SmolLM2 on 2 loaded
+            # one test lane leaves (rollout.Environments), as `fix` sizes them.  SmolLM2 on 2 loaded
             # cores: one tiny-ci-sized step took 195 s on 2 threads, 34 s on 1.
             options["threads"] = decode_threads(1)
         try:

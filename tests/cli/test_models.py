@@ -17,7 +17,8 @@ from click.testing import CliRunner
 
 from frognano.cli.models import export_command, model_group
 from frognano.errors import UsageError
-from frognano.runtime.base import Sampling, load_model
+from frognano.runtime.base import Sampling
+from frognano.runtime.load import load_model
 from frognano.runtime.export import GGUF_HELP, _safetensors_header, export, find_gguf_converter
 
 from .conftest import MESSAGES

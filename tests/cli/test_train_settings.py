@@ -18,7 +18,7 @@ def test_a_config_file_overrides_only_the_fields_it_names(tmp_path):
     file.write_text(json.dumps({"steps": 3, "lora_targets": ["lm_head"]}))  # lm_head: valid with the preset's tiny
     config = settings("tiny", file, {"seed": 7, "backend": None})
     assert (config.steps, config.seed) == (3, 7)
-    assert config.tasks_per_step == PRESETS["tiny"]["tasks_per_step"] and config.max_candidates == 2
+    assert config.tasks_per_step == PRESETS["tiny"]["tasks_per_step"] and config.candidates_listed == 2
     assert config.tiny == {"tie_word_embeddings": False}
     toml = tmp_path / "c.toml"
     toml.write_text('device = "cpu"\n[grpo]\nlearning_rate = 1e-4\n')
@@ -30,3 +30,6 @@ def test_a_config_file_overrides_only_the_fields_it_names(tmp_path):
         settings("small", None, {"device": "gpu"})
     with pytest.raises(UsageError, match="mlx backend runs where mlx does"):
         settings("small", None, {"device": "cuda", "backend": "mlx"})
+    older = tmp_path / "older.json"  # the field's former name, laid over the preset's new one
+    older.write_text(json.dumps({"max_candidates": 5}))
+    assert settings("tiny", older, {}).candidates_listed == 5

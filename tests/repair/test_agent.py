@@ -393,7 +393,7 @@ def test_the_record_is_written_as_the_episode_goes(example, tmp_path):
     process killed mid-episode leaves it; at the end it holds the outcome."""
     from frognano.repair.agent import run_episode
     from frognano.repair.harness import ToolBox
-    from frognano.sandbox.runner import TestRunner
+    from frognano.sandbox.runner import RunnerConfig, TestRunner
 
     snapshots = []
 
@@ -404,7 +404,7 @@ def test_the_record_is_written_as_the_episode_goes(example, tmp_path):
 
     project = example("calc")
     with Workspace(project) as ws:
-        runner = TestRunner(ws, Settings().runner_config())
+        runner = TestRunner(ws, RunnerConfig.from_settings(Settings()))
         toolbox = ToolBox(ws, runner, ["tests/test_stats.py::test_is_adult[18-True]"])
         episode = run_episode(Peeking([call("candidates"), call("read", path="calc/stats.py")]), toolbox, "obs",
                               EpisodeConfig(max_turns=2), record_dir=tmp_path / "rec")

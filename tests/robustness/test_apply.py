@@ -1,4 +1,4 @@
-"""Applying a fix to the user's files: no lost edit, no partial state (DESIGN.md invariants 1, 5).
+"""Applying a fix to the user's files: no lost edit, no partial state (docs/ARCHITECTURE.md, invariants 1, 5).
 
 `apply_patch` exchanges each file with a temp holding the fix (renameat2(RENAME_EXCHANGE) here)
 and compares what the exchange handed back with the text the fix was computed on.  These cases
@@ -214,7 +214,7 @@ def _big_project(tmp_path: Path) -> tuple[Path, Patch, dict[str, bytes], dict[st
             {e.path: e.after.encode() for e in patch.edits})
 
 
-_STEPS = ("_write_json", "_write_temp", "_exchange", "_swap_in", "_swap_out", "_move_into", "_unlink",
+_STEPS = ("write_json", "write_temp", "exchange_files", "swap_in", "swap_out", "_move_into", "unlink_if_present",
           "_commit", "_discard")
 
 
@@ -383,14 +383,14 @@ def test_kill_9_then_the_command_line_undo(tmp_path, outside):
                               text=True, env=env, timeout=120)
 
     # killed as the third file went in: half the files were swapped
-    assert _in_child(lambda: P.apply_patch(root, patch), kill_after=("_swap_in", 3)) == -1
+    assert _in_child(lambda: P.apply_patch(root, patch), kill_after=("swap_in", 3)) == -1
     assert _temps(root)  # the crash left them: the next run removes them
     proc = undo()
     assert proc.returncode == 2 and "nothing to undo" in proc.stderr, proc.stderr
     assert "interrupted fix --apply was rolled back" in proc.stderr
     assert _state(root, before, after) == "before" and not _temps(root)
     # killed after the last file went in and was checked, before the record was complete
-    assert _in_child(lambda: P.apply_patch(root, patch), kill_after=("_swap_in", N_FILES)) == -1
+    assert _in_child(lambda: P.apply_patch(root, patch), kill_after=("swap_in", N_FILES)) == -1
     assert _state(root, before, after) == "after" and not _manifests(root)
     proc = undo()
     assert proc.returncode == 0, proc.stderr
@@ -441,7 +441,7 @@ def no_exchange(monkeypatch):
     def einval(a, b):
         raise OSError(errno.EINVAL, os.strerror(errno.EINVAL), str(a))
 
-    _replace("_exchange", einval, monkeypatch.setattr)
+    _replace("exchange_files", einval, monkeypatch.setattr)
 
 
 def test_fallback_without_exchange_applies_and_undoes(tmp_path, outside, no_exchange):
@@ -497,13 +497,13 @@ def test_watch_apply_uses_the_exchange_and_skips_a_file_saved_meanwhile(tmp_path
                          debounce=0.3)
     patch = Patch((FileEdit("a.py", BEFORE, AFTER), FileEdit("b.py", BEFORE, AFTER)))
     exchanged = []
-    exchange = _helper("_exchange")
+    exchange = _helper("exchange_files")
 
     def counting(a, b):
         exchanged.append(Path(b).name)
         return exchange(a, b)
 
-    _replace("_exchange", counting, monkeypatch.setattr)
+    _replace("exchange_files", counting, monkeypatch.setattr)
     encode = _save_b_while_encoding(monkeypatch, root, _rename_over)
     report = FixReport(status="fixed", fix=Fix(patch, Verification(["t"], 1)))
     assert watcher._apply(report) is False  # run again on the new state
@@ -529,7 +529,7 @@ def test_undo_copy_across_filesystems_is_a_flushed_copy(tmp_path, outside, monke
     replace = os.replace
 
     def no_cross_device_rename(src, dst, **kw):
-        if X._TEMP.match(Path(src).name) and Path(dst).parent.parent == _undo_dir(root):
+        if X.TEMP_NAME.match(Path(src).name) and Path(dst).parent.parent == _undo_dir(root):
             raise OSError(errno.EXDEV, os.strerror(errno.EXDEV), str(src))
         return replace(src, dst, **kw)
 

@@ -1,4 +1,4 @@
-"""Code FrogNano runs is confined (DESIGN.md invariant 7): the OS sandbox and process lifetimes.
+"""Code FrogNano runs is confined (docs/ARCHITECTURE.md, invariant 7): the OS sandbox and process lifetimes.
 
 Every test process that runs candidate or model code is confined by Landlock (Linux): it writes
 only in the shadow copy, its run dir and its temp dir; TCP bind and connect are denied (the rest,
@@ -193,7 +193,7 @@ def test_sandbox_writable_lets_a_path_through(tmp_path):
     })
     settings = load_settings(root, environ={})
     assert settings.sandbox_writable == [str(cache)]
-    run, runner = _run(root, settings.runner_config())
+    run, runner = _run(root, RunnerConfig.from_settings(settings))
     assert run.tests["tests/test_cache.py::test_cache"].outcome == "passed"
     assert (cache / "data.json").read_text() == "{}"
     assert runner.denial_note(run) is None
@@ -326,8 +326,8 @@ def test_bad_sandbox_settings_name_the_key(tmp_path):
     with pytest.raises(UsageError, match="not an absolute path"):
         load_settings(root, environ={"FROGNANO_SANDBOX_WRITABLE": "relative/dir"})
     settings = load_settings(root, environ={"FROGNANO_SANDBOX": "off", "FROGNANO_SANDBOX_WRITABLE": "~/a /b"})
-    assert settings.runner_config().sandbox == "off"
-    assert settings.runner_config().sandbox_writable == ["~/a", "/b"]
+    assert RunnerConfig.from_settings(settings).sandbox == "off"
+    assert RunnerConfig.from_settings(settings).sandbox_writable == ["~/a", "/b"]
 
 
 def test_auto_runs_unconfined_and_says_so_once(make_project, monkeypatch, caplog, tmp_path):

@@ -305,7 +305,7 @@ def test_tests_get_the_allow_list_and_what_test_env_names(tmp_path, monkeypatch,
     })
     settings = load_settings(root, environ={})
     assert settings.test_env == ["DECLARED_SETTING", "MYAPP_*"]
-    run, _ = _run(root, settings.runner_config())
+    run, _ = _run(root, RunnerConfig.from_settings(settings))
     assert _outcomes(run) == {"test_the_secret_is_nowhere": "passed", "test_what_the_tests_get": "passed"}
     assert not os.path.exists(os.path.join(home, ".toolrc"))
 
@@ -315,7 +315,7 @@ def test_test_env_setting_is_checked_everywhere(tmp_path):
     with pytest.raises(UsageError, match="is not a variable name"):
         load_settings(root, environ={})
     (root / "pyproject.toml").write_text("")
-    assert load_settings(root, environ={"FROGNANO_TEST_ENV": "A B_*"}).runner_config().test_env == ["A", "B_*"]
+    assert RunnerConfig.from_settings(load_settings(root, environ={"FROGNANO_TEST_ENV": "A B_*"})).test_env == ["A", "B_*"]
     from frognano.server.settings import engine_settings, parse_client
 
     client, problems, unknown = parse_client({"testEnv": ["TOKEN"]})  # the editor's camelCase key

@@ -1,4 +1,4 @@
-"""Settings and reports (DESIGN.md invariant 5, §3): bad settings are exit 2 naming the key, a
+"""Settings and reports (docs/ARCHITECTURE.md, invariant 5 and §6): bad settings are exit 2 naming the key, a
 conftest that raises is an error naming the project's own file, and huge output is bounded.
 
 Each case runs the real command line (``python -m frognano``) or the real watch loop, on a

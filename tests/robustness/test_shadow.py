@@ -25,7 +25,8 @@ from frognano.config import Settings
 from frognano.paths import project_cache
 from frognano.repair.engine import Engine
 from frognano.sandbox.specification import Specification
-from frognano.sandbox.workspace import Workspace, list_project
+from frognano.sandbox.listing import list_project
+from frognano.sandbox.workspace import Workspace
 from tests.conftest import write_project
 from tests.robustness.test_spec_and_tools import assert_one_line_error, call, fix_with, results
 
@@ -150,7 +151,7 @@ def test_pytest_toml_is_pytest_configuration(make_project, outside, name):
     assert_one_line_error(results(report)[0], name, "pytest configuration")
     assert report.status == "unfixed"
     spec = Specification.load(lambda rel: '[pytest]\npython_files = ["check_*.py"]\n' if rel == name else None)
-    assert spec.is_test_module("check_m.py")  # its python_files count like pytest.ini's
+    assert spec.is_test("check_m.py")  # its python_files count like pytest.ini's
     assert spec.is_protected(f"tests/{name}") and spec.reason(f"sub/{name}")
     outside.check()
 

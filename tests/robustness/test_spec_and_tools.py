@@ -1,6 +1,6 @@
 """The tests are the specification, and nothing a model sends reaches outside the project.
 
-DESIGN.md invariants 6 and 7.  Scripted (replayed) models drive real episodes end to end: a
+docs/ARCHITECTURE.md, invariants 6 and 7.  Scripted (replayed) models drive real episodes end to end: a
 fix may not change test modules, conftest.py, pytest's configuration or [tool.frognano] (the
 edit tool refuses, the verifier refuses whatever produced the patch, verification runs from
 pristine test files); ``run_tests`` takes only test ids inside the project; and arguments that

@@ -81,7 +81,7 @@ def tiny_mlx(tiny_dir):
 @pytest.fixture(scope="session")
 def mlx_model(tiny_mlx):
     pytest.importorskip("mlx_lm")
-    from frognano.runtime.base import load_model
+    from frognano.runtime.load import load_model
 
     model = load_model(f"mlx:{tiny_mlx}")
     yield model
@@ -91,7 +91,7 @@ def mlx_model(tiny_mlx):
 @pytest.fixture(scope="session")
 def torch_model(tiny_torch):
     pytest.importorskip("transformers")
-    from frognano.runtime.base import load_model
+    from frognano.runtime.load import load_model
 
     model = load_model(f"torch:{tiny_torch}", device="cpu")
     yield model

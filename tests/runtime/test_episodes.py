@@ -17,7 +17,7 @@ import pytest
 from frognano.config import Settings
 from frognano.repair.agent import EpisodeStatus
 from frognano.repair.engine import Engine
-from frognano.runtime.base import load_model
+from frognano.runtime.load import load_model
 from frognano.sandbox.workspace import Workspace
 
 from ..conftest import snapshot

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from frognano.errors import EXIT_USAGE, UsageError
-from frognano.runtime.base import ModelError, load_model
+from frognano.runtime.base import ModelError
+from frognano.runtime.load import load_model
 
 BACKENDS = [pytest.param("mlx", id="mlx"), pytest.param("torch", id="torch")]
 

@@ -225,7 +225,8 @@ def test_a_gguf_model_spec_converts_once_into_the_cache_and_loads(smollm2_gguf, 
     pytest.importorskip("transformers")
     from frognano.cache import size_of
     from frognano.paths import cache_root
-    from frognano.runtime.base import Sampling, load_model
+    from frognano.runtime.base import Sampling
+    from frognano.runtime.load import load_model
 
     # A copy, so the test can also change the file and see it converted again.
     source = tmp_path / "smol.gguf"
@@ -274,7 +275,8 @@ def test_a_gguf_model_spec_converts_once_into_the_cache_and_loads(smollm2_gguf, 
 @pytest.mark.slow
 def test_model_import_to_mlx_4bit_quantises_the_dequantised_weights(smollm2_gguf, tmp_path):
     pytest.importorskip("mlx_lm")
-    from frognano.runtime.base import Sampling, load_model
+    from frognano.runtime.base import Sampling
+    from frognano.runtime.load import load_model
     from frognano.runtime.export import safetensors_bits_per_weight
 
     out = tmp_path / "smol-q4"

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from frognano.runtime.base import ContextOverflow, Model, ModelError, Sampling, load_model
+from frognano.runtime.base import ContextOverflow, Model, ModelError, Sampling
+from frognano.runtime.load import load_model
 from frognano.runtime.http import DEFAULT_BASE_URL, OpenAIModel, match_model, split_spec
 
 from .conftest import free_port

@@ -27,7 +27,7 @@ TOL = 1e-3
 def mlx32_model(tiny_torch):
     """The MLX backend on float32 weights (the torch tiny folder), for exact comparisons."""
     pytest.importorskip("mlx_lm")
-    from frognano.runtime.base import load_model
+    from frognano.runtime.load import load_model
 
     model = load_model(f"mlx:{tiny_torch}")
     yield model

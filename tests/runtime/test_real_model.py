@@ -14,7 +14,8 @@ from frognano.config import Settings
 from frognano.repair.agent import EpisodeStatus
 from frognano.repair.engine import Engine
 from frognano.repair.harness import SYSTEM_PROMPT, TOOLS
-from frognano.runtime.base import Sampling, load_model
+from frognano.runtime.base import Sampling
+from frognano.runtime.load import load_model
 from frognano.runtime.grammar import ToolCallGrammar, tool_call_text
 from frognano.sandbox.workspace import Workspace
 

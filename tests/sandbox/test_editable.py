@@ -9,7 +9,7 @@ import pytest
 
 from frognano.config import Settings
 from frognano.repair.engine import Engine
-from frognano.sandbox.runner import TestRunner
+from frognano.sandbox.runner import RunnerConfig, TestRunner
 from frognano.sandbox.workspace import Workspace
 
 PROJECT = {
@@ -63,7 +63,7 @@ def test_editable_install_imports_the_shadow(make_project):
     with Workspace(root) as ws:
         ws.sync()
         assert not any(rel.startswith(".venv/") for rel in ws.entries), "the venv is not copied"
-        with TestRunner(ws, Settings().runner_config()) as runner:
+        with TestRunner(ws, RunnerConfig.from_settings(Settings())) as runner:
             assert runner.python == str(venv / "bin" / "python")
             fixed = {"src/acme/pricing.py": PROJECT_FIXED}
             with ws.edited(fixed):

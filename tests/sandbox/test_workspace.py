@@ -4,7 +4,8 @@ import subprocess
 import pytest
 
 from frognano.errors import UsageError
-from frognano.sandbox.workspace import Workspace, list_project
+from frognano.sandbox.listing import list_project
+from frognano.sandbox.workspace import Workspace
 
 
 def test_shadow_holds_only_source_files(make_project):

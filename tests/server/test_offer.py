@@ -5,8 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from frognano.repair.patch import FileEdit, Patch
-from frognano.server.jobs import ReadyFix
-from frognano.server.offer import Offer
+from frognano.server.offer import Offer, ReadyFix
 
 BEFORE, AFTER = "return age > 18\n", "return age >= 18\n"
 PATCH = Patch((FileEdit("calc/stats.py", BEFORE, AFTER),))

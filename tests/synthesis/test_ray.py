@@ -1,4 +1,4 @@
-"""Synthesis through a real local Ray cluster (DESIGN §6): the same tasks as the local pool."""
+"""Synthesis through a real local Ray cluster (docs/ARCHITECTURE.md §7): the same tasks as the local pool."""
 
 from __future__ import annotations
 

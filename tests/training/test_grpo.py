@@ -9,8 +9,8 @@ import pytest
 
 from frognano.errors import UsageError
 from frognano.training.grpo import (
-    STD_EPS, GRPOConfig, NonFiniteLossError, Sample, dynamic_filter, group_advantages, loss_mask,
-    renormalised_logprob,
+    STD_EPS, GRPOConfig, NonFiniteLossError, Sample, dynamic_filter, group_advantages, has_gradient, loss_mask,
+    renormalised_logprob, zero_variance,
 )
 
 
@@ -94,6 +94,15 @@ def test_dynamic_filter_drops_equal_reward_groups_and_errored_samples():
 
 def test_dynamic_filter_of_nothing():
     assert dynamic_filter({}) == ({}, 0)
+
+
+def test_a_group_has_a_gradient_with_two_clean_episodes_rewarded_differently():
+    assert has_gradient([sample(1), sample(0)]) and has_gradient([sample(1), sample(0, error=True), sample(0)])
+    assert not has_gradient([sample(1), sample(1)]) and not has_gradient([sample(1), sample(0, error=True)])
+    assert not has_gradient([sample(0, error=True)]) and not has_gradient([])
+    # Zero variance: comparable episodes all rewarded alike; too few clean episodes is another reason.
+    assert zero_variance([sample(1), sample(1), sample(0, error=True)])
+    assert not zero_variance([sample(1), sample(0)]) and not zero_variance([sample(1), sample(0, error=True)])
 
 
 # --------------------------------------------------------------------------------------------
@@ -406,7 +415,7 @@ def test_grpo_step_skips_groups_without_signal(policy):
     stats = grpo_step(policy, make_optimizer(policy, config), samples, config)
     assert stats["stepped"] == 0.0
     assert (stats["kept_groups"], stats["dropped_groups"], stats["errors"]) == (1.0, 2.0, 1.0)
-    assert stats["zero_variance_fraction"] == 0.5  # group 0 of the groups 0 and 2 with two clean samples
+    assert "zero_variance_fraction" not in stats  # the loop counts it, over every group of a step
     assert all(lora_state(policy)[n].equal(p) for n, p in before.items())
 
 

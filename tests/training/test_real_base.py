@@ -172,7 +172,7 @@ def _tool_call_group(policy, tokenizer, temperature: float, logprobs) -> list:
 def test_a_grpo_update_moves_the_attention_adapters_of_the_real_base(backend, request, tmp_path):
     """One update with a gradient on each backend: LoRA on SmolLM2's attention projections (its
     tied output layer is never targeted), and a step changes them."""
-    from frognano.training.learner import make_learner
+    from frognano.training.backends import make_learner
 
     folder = request.getfixturevalue(f"smollm2_{backend}")
     config = TrainConfig.from_dict({**PRESETS["tiny-ci"], "backend": backend, "base_model": f"{backend}:{folder}"})
@@ -215,7 +215,7 @@ def test_one_small_update_raises_the_rewarded_free_form_edit(backend, request, t
     ``edit`` calls that differ in one token raises the log-probability of the rewarded one
     relative to the unrewarded one, and changes the adapters."""
     from frognano.training.grpo import Sample
-    from frognano.training.learner import make_learner
+    from frognano.training.backends import make_learner
 
     folder = request.getfixturevalue(f"smollm2_{backend}")  # skips without the GGUF or the backend
     assert PRESETS["small"]["base_model"] == "smollm2"  # that GGUF; here its session-wide import
@@ -287,7 +287,8 @@ async def test_the_small_preset_trains_the_real_base_and_its_model_fixes_and_ser
     """`frognano train --preset small-ci` (the small preset cut for CI) on SmolLM2: free-form
     tools in the episodes, the seed's metrics in the held-out evaluation, a merged model and its
     export that `frognano fix --model` and `frognano serve` load, and the lines that use them."""
-    from frognano.runtime.base import Sampling, load_model
+    from frognano.runtime.base import Sampling
+    from frognano.runtime.load import load_model
 
     from .conftest import assert_fix_runs_the_model
     from .test_train import server_runs_the_model

@@ -14,7 +14,8 @@ import pytest
 
 from frognano.errors import UsageError
 from frognano.training.config import PRESETS, TrainConfig
-from frognano.training.loop import RunDir, TaskPool
+from frognano.training.pool import TaskPool
+from frognano.training.rundir import RunDir
 from frognano.training.tasks import parse_row
 
 from .conftest import ADD, assert_fix_runs_the_model
@@ -37,8 +38,8 @@ def test_config_checks_fields_against_each_other():
         TrainConfig.from_dict({"stepz": 3})
     with pytest.raises(UsageError, match="epsilon_high"):
         TrainConfig(grpo={"epsilon": 0.3, "epsilon_high": 0.2})
-    with pytest.raises(UsageError, match="max_candidates"):
-        TrainConfig(max_candidates=16)
+    with pytest.raises(UsageError, match="candidates_listed"):
+        TrainConfig(candidates_listed=16)
     with pytest.raises(UsageError, match="eval_samples"):
         TrainConfig(eval_samples=0)
     with pytest.raises(UsageError, match="give ray too"):
@@ -55,6 +56,25 @@ def test_a_run_directory_is_never_mixed_with_another_config(tmp_path):
         run.start(TrainConfig(steps=4), resume=True)
     with pytest.raises(UsageError, match="no run to resume"):
         RunDir(tmp_path / "other").start(TrainConfig(), resume=True)
+
+
+def test_a_config_written_before_the_rename_still_loads(tmp_path, caplog):
+    """``max_candidates`` (the edits listed) became ``candidates_listed``: an older run's
+    config.json resumes, with a warning; both names at once must agree."""
+    config = TrainConfig(candidates_listed=3)
+    older = {k: v for k, v in config.to_dict().items() if k != "candidates_listed"}
+    with caplog.at_level("WARNING"):
+        assert TrainConfig.from_dict({**older, "max_candidates": 3}) == config
+    assert "max_candidates is deprecated" in caplog.text and "candidates_listed = 3" in caplog.text
+    run = RunDir(tmp_path / "run")
+    run.start(config, resume=False)
+    run.config.write_text(json.dumps({**older, "max_candidates": 3}))
+    assert run.start(config, resume=True) is None  # the same config, no checkpoint yet
+    with pytest.raises(UsageError, match="give candidates_listed alone"):
+        TrainConfig.from_dict({"max_candidates": 3, "candidates_listed": 4})
+    file = tmp_path / "c.json"
+    file.write_text(json.dumps({"max_candidates": 2}))
+    assert TrainConfig.read(file) == {"candidates_listed": 2}
 
 
 def test_the_pool_serves_a_promoted_hint_with_the_same_bugs(arith_tasks):
@@ -128,7 +148,8 @@ def test_the_tiny_preset_trains_and_its_model_serves(trained, tmp_path):
     assert_fix_runs_the_model(_frognano, tmp_path, f"torch:{final}")
     # ... and the export loads in the MLX backend.
     if (run / "final-mlx-4bit").exists():
-        from frognano.runtime.base import Sampling, load_model
+        from frognano.runtime.base import Sampling
+        from frognano.runtime.load import load_model
 
         model = load_model(f"mlx:{run / 'final-mlx-4bit'}")
         assert model.generate([{"role": "user", "content": "hi"}], sampling=Sampling(max_tokens=4)).token_ids

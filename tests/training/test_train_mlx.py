@@ -70,8 +70,8 @@ def _group(policy, temperature: float) -> list[Sample]:
 @pytest.mark.parametrize("head", [False, True], ids=["blocks", "blocks+lm_head"])
 def test_the_mlx_learner_resumes_exactly_and_fuses_what_it_learned(tmp_path, head):
     """With ``head``, as the tiny preset trains: a model with its own output layer, adapted too."""
-    from frognano.runtime.base import load_model
-    from frognano.training.learner import make_learner
+    from frognano.runtime.load import load_model
+    from frognano.training.backends import make_learner
 
     config = TrainConfig(backend="mlx", grpo={"learning_rate": 5e-2})
     if head:
@@ -126,7 +126,7 @@ def test_the_mlx_learner_resumes_exactly_and_fuses_what_it_learned(tmp_path, hea
 
 def test_a_checkpoint_from_another_model_is_refused(tmp_path):
     from frognano.errors import FrogNanoError
-    from frognano.training.learner import make_learner
+    from frognano.training.backends import make_learner
 
     config = TrainConfig(backend="mlx")
     learner = make_learner(config, tmp_path)
@@ -202,7 +202,8 @@ def test_the_tiny_preset_trains_on_mlx_and_its_model_serves(trained_mlx, tmp_pat
     # undo it, so the model's episode runs) ...
     assert_fix_runs_the_model(_frognano, tmp_path, f"mlx:{final}")
     # ... and so does the 4-bit export.
-    from frognano.runtime.base import Sampling, load_model
+    from frognano.runtime.base import Sampling
+    from frognano.runtime.load import load_model
 
     assert (run / "final-mlx-4bit" / "config.json").exists()
     model = load_model(f"mlx:{run / 'final-mlx-4bit'}")

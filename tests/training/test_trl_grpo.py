@@ -1,8 +1,12 @@
-"""GRPO through TRL: ``GRPOTrainer`` driven by FrogNano's harness episodes (``training/trl_grpo.py``)."""
+"""GRPO through TRL: ``GRPOTrainer`` driven by FrogNano's harness episodes, the example
+``examples/trl_grpo/trl_grpo.py`` (not part of the package: ``frognano train`` uses its own step)."""
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -15,8 +19,21 @@ from frognano.training.tasks import parse_row
 pytest.importorskip("trl")
 pytest.importorskip("peft")
 
-from frognano.training.trl_grpo import (  # noqa: E402 - after the skips
-    HarnessRollout, build_trainer, carries_gradient, frognano_reward, trl_config)
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "trl_grpo" / "trl_grpo.py"
+
+
+def _load_example():
+    """The example as the module ``trl_grpo`` (as its README imports it, from its folder)."""
+    spec = importlib.util.spec_from_file_location("trl_grpo", EXAMPLE)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("trl_grpo", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+_trl_grpo = _load_example()
+HarnessRollout, build_trainer = _trl_grpo.HarnessRollout, _trl_grpo.build_trainer
+frognano_reward, trl_config = _trl_grpo.frognano_reward, _trl_grpo.trl_config
 
 TOOLS = ("candidates", "apply", "submit")
 
@@ -68,11 +85,6 @@ def test_env_mask_trains_only_the_policys_clean_tokens():
     assert dropped["env_mask"] == [[0, 0, 0]] and dropped["reward"] == [1.0]
     long = _emit(_harness(GRPOConfig(max_completion_length=2)), [_rollout([1, 0, 1], 1.0)])
     assert long["completion_ids"] == [[10, 11]] and long["env_mask"] == [[0, 0]]
-
-
-def test_groups_without_a_gradient_are_recognised_as_dynamic_filter_does():
-    assert carries_gradient([1.0, 0.0]) and carries_gradient([1.0, None, 0.0])
-    assert not carries_gradient([1.0, 1.0]) and not carries_gradient([1.0, None]) and not carries_gradient([None])
 
 
 def test_the_reward_function_returns_the_environments_rewards():

@@ -29,7 +29,7 @@ import time
 import frognano_confine
 import frognano_swap
 import pytest
-from frognano_worker import _vm_size_bytes, apply_limits, confinement_record, leaked, own_group, prepare_run, redirect
+from frognano_worker import apply_limits, confinement_record, leaked, own_group, prepare_run, redirect, vm_size_bytes
 
 EXIT_FALLBACK = 75  # EX_TEMPFAIL: this request needs a full re-import
 
@@ -76,7 +76,7 @@ class SessionLoop:
         index = {item.nodeid: item for item in session.items}
         gc.collect()
         gc.freeze()  # a forked child must not walk (and so copy) everything collected
-        self.mapped = _vm_size_bytes()
+        self.mapped = vm_size_bytes()
         self.reply({"ready": not self.errors and bool(session.items), "items": len(session.items),
                     "errors": self.errors, "modules": len(tracked),
                     "seconds": round(time.monotonic() - self.started, 3)})

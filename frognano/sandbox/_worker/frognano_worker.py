@@ -44,7 +44,7 @@ def _own(path: str, roots: list[str]) -> bool:
     return _inside(path, roots) and not _inside(path, _ENVIRONMENT)
 
 
-def _vm_size_bytes() -> int | None:
+def vm_size_bytes() -> int | None:
     try:
         with open("/proc/self/status", encoding="ascii") as fh:
             for line in fh:
@@ -72,7 +72,7 @@ def apply_limits(limits: dict, mapped: int | None = None) -> None:
     if memory_mb:
         # Above the current size: a warm server that imported numpy or torch has already
         # mapped hundreds of MiB, which must not count against the test's own budget.
-        base = mapped if mapped is not None else (_vm_size_bytes() or 0)
+        base = mapped if mapped is not None else (vm_size_bytes() or 0)
         _set_limit(resource.RLIMIT_AS, base + int(memory_mb) * 1024 * 1024)
     if limits.get("cpu_seconds"):
         _set_limit(resource.RLIMIT_CPU, int(limits["cpu_seconds"]))

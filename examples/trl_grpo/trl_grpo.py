@@ -1,8 +1,21 @@
-"""GRPO on torch through TRL: ``trl.GRPOTrainer`` driven by FrogNano's own harness episodes.
+"""An example, not a FrogNano trainer: TRL's ``trl.GRPOTrainer`` driven by FrogNano's harness episodes.
+
+``frognano train`` trains with FrogNano's own GRPO step (``frognano/training/grpo.py`` names the
+variant, rule by rule); this file shows how to train on the same episodes with TRL instead, for
+those who want TRL's ecosystem (its callbacks, logging, hub integration).  It is not reachable
+from the command line and lacks what the online loop has: the learnability-frontier sampler and
+task synthesis during training (give it a fixed task list), DAPO refills, held-out evaluation,
+FrogNano's checkpoints and exact ``--resume``, rollout workers, and the MLX backend.  Where its
+loss differs from ``grpo.py``'s variant is listed below.  Use it from a source checkout
+(``sys.path`` holding this folder), with ``pip install 'frognano[train]'``::
+
+    from trl_grpo import build_trainer
+    trainer = build_trainer(tasks, "path/to/transformers-model", "out", group_size=4, steps=20)
+    trainer.train()
 
 ``build_trainer`` returns a ``GRPOTrainer`` whose ``rollout_func`` (``HarnessRollout``) runs the
-serving harness (``rollout.rollout``: the same system prompt, tool schemas, observations and
-budgets as ``frognano fix``, DESIGN invariant 3) on the trainer's own peft model, and hands TRL
+serving harness (``frognano.training.rollout.rollout``: the same system prompt, tool schemas, observations and
+budgets as ``frognano fix``, docs/ARCHITECTURE.md, invariant 3) on the trainer's own peft model, and hands TRL
 the recorded token sequences.  TRL is given no ``tools``: it would build tool schemas from Python
 docstrings and run its own tool loop, and the model must see the harness's schemas instead.
 
@@ -16,7 +29,7 @@ How the pieces meet (TRL 1.16, ``trl/trainer/grpo_trainer.py``):
   ``RepoEnv.reset``), and because an opaque string passes through TRL untouched: TRL applies
   no chat template and no tool schema to what a ``rollout_func`` returns;
 * per group of equal ids: the task is laid out once (one ``RepoEnv`` per repository tree,
-  cached, the loop's ``_Envs`` with the loop's settings), the search's candidates are listed
+  cached, ``rollout.Environments`` with the loop's settings), the search's candidates are listed
   once, and ``group_size`` episodes run, each with a seed drawn the way the loop draws them
   (``randrange(2**30)`` per episode from one generator), the generator seeded from
   (``seed``, the trainer's global step) so a resumed run draws the same seeds;
@@ -34,20 +47,18 @@ How the pieces meet (TRL 1.16, ``trl/trainer/grpo_trainer.py``):
   reward functions as keyword arguments; ``frognano_reward`` returns the environment's reward, and
   None for an errored episode, which TRL turns into NaN: left out of its group's mean (nanmean)
   and given advantage 0, so an infrastructure failure is never scored 0;
-* the variant: ``GRPOConfig`` mapped onto ``trl.GRPOConfig``: ``loss_type`` ('dapo', 'dr_grpo',
-  'grpo' exist in TRL with the same normalisations), ``epsilon`` / ``epsilon_high``, ``beta``
-  (0: no reference pass; with LoRA TRL's reference is the adapters disabled, and the k3 term is
-  not weighted by the ratio, ``use_bias_correction_kl`` off: as ours),
-  ``scale_rewards`` ('none' -> 'none', 'std' -> 'group'), the sampling temperature (TRL divides
-  the logits by it when scoring), ``learning_rate``, ``max_grad_norm``, LoRA through
-  ``peft_config`` (dropout 0), ``num_generations = group_size``, one generation batch per
-  optimiser step (``steps_per_generation = gradient_accumulation_steps = num_iterations = 1``:
-  on-policy), AdamW at a constant rate without weight decay; CPU (``use_cpu``, float32, no bf16)
-  when CUDA is absent, bf16 on CUDA.
+* the variant (``grpo.py``'s rules, as far as TRL has them): ``GRPOConfig`` mapped onto
+  ``trl.GRPOConfig`` (``loss_type``, ``epsilon`` / ``epsilon_high``, ``beta`` with the k3 term
+  not weighted by the ratio, ``scale_rewards`` 'none' -> 'none' and 'std' -> 'group', the
+  sampling temperature, ``learning_rate``, ``max_grad_norm``), LoRA through ``peft_config``
+  (dropout 0), ``num_generations = group_size``, one generation batch per optimiser step
+  (``steps_per_generation = gradient_accumulation_steps = num_iterations = 1``: on-policy),
+  AdamW at a constant rate without weight decay; CPU (``use_cpu``, float32, no bf16) when CUDA
+  is absent, bf16 on CUDA.
 
-Where TRL's loss differs from ours (``torch_grpo``), honestly:
+Where TRL's loss differs from ``grpo.py``'s variant (as ``torch_grpo`` computes it), honestly:
 
-* **No renormalisation over the grammar mask.**  Episodes are sampled under the tool-call grammar
+* **No renormalisation over the grammar mask** (rule 4).  Episodes are sampled under the tool-call grammar
   (constrained decoding): the sampler draws from softmax(logits / T) restricted to the allowed
   tokens.  TRL scores log softmax(logits / T) over the whole vocabulary and offers no hook to mask
   it per token (``env_mask`` is per token but all-or-nothing).  On-policy (one iteration, no
@@ -67,9 +78,9 @@ Where TRL's loss differs from ours (``torch_grpo``), honestly:
 * The returned ``logprobs`` are the sampler's (renormalised over the grammar).  TRL reads them
   only for vLLM's importance-sampling correction and ``off_policy_mask_threshold``, which would
   compare them with its unrenormalised ones (a biased ratio): both are refused here.
-* **No dynamic sampling in TRL.**  A group whose rewards are all equal has advantage 0 in TRL
+* **No dynamic sampling in TRL** (rule 2).  A group whose rewards are all equal has advantage 0 in TRL
   too, but its tokens stay in the DAPO normaliser and dilute the other groups' update.  With
-  ``filter_groups`` (default on) such a group, and one with fewer than 2 clean episodes, gets an
+  ``filter_groups`` (default on) a group without a gradient (``grpo.has_gradient``) gets an
   all-zero ``env_mask``: for ``loss_type='dapo'`` that is exactly ``grpo.dynamic_filter``'s drop
   ('grpo' and 'dr_grpo' still divide by the batch's episode count, so there they are diluted).
   There is **no refill**: ``rollout_func`` must return one episode per prompt it was given, in
@@ -98,12 +109,12 @@ from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
-from ..errors import FrogNanoError, UsageError
-from .env import RewardConfig
-from .grpo import GRPOConfig, all_equal
-from .tasks import EvalTask
+from frognano.errors import FrogNanoError, UsageError
+from frognano.training.env import RewardConfig
+from frognano.training.grpo import GRPOConfig, has_gradient
+from frognano.training.tasks import EvalTask
 
-__all__ = ["HarnessRollout", "build_trainer", "carries_gradient", "frognano_reward", "lora_config", "trl_config"]
+__all__ = ["HarnessRollout", "build_trainer", "frognano_reward", "lora_config", "trl_config"]
 
 log = logging.getLogger(__name__)
 
@@ -217,7 +228,7 @@ class HarnessRollout:
                  tools: Sequence[str], max_turns: int, max_new_tokens: int, temperature: float, seed: int,
                  reward: RewardConfig = RewardConfig(), mask_forced: bool = True,
                  filter_groups: bool = True) -> None:
-        from .config import TrainConfig
+        from frognano.training.config import TrainConfig
 
         self.tasks = {t.instance_id: t for t in tasks}
         self.path = str(base_model_path)
@@ -242,14 +253,14 @@ class HarnessRollout:
     def _policy(self, trainer: Any) -> Any:
         """The trainer's model as a FrogNano in-process model, sharing its tokenizer (rebuilt only
         if the trainer swaps the model object; LoRA updates happen in place)."""
-        from ..runtime.torch import TorchModel
-        from .loop import _Envs
+        from frognano.runtime.torch import TorchModel
+        from frognano.training.rollout import Environments
 
         model = trainer.model
         if self.policy is None or self.policy.model is not model:
             self.close()
             self.policy = TorchModel(f"policy:{Path(self.path).name}", model, trainer.processing_class, path=self.path)
-            self.envs = _Envs(self.config, self.policy)
+            self.envs = Environments(self.config, self.policy)
         return self.policy
 
     def __call__(self, prompts: list, trainer: Any) -> dict[str, list]:
@@ -281,8 +292,8 @@ class HarnessRollout:
         return out
 
     def _group(self, task: EvalTask, n: int, rng: random.Random, eos: int, out: dict[str, list]) -> None:
-        """``n`` episodes of ``task`` appended to ``out`` (as ``loop._group``, plus the masks)."""
-        from .rollout import Rollout, candidates_for, rollout
+        """``n`` episodes of ``task`` appended to ``out`` (as ``rollout.rollout_group``, plus the masks)."""
+        from frognano.training.rollout import Rollout, candidates_for, rollout
 
         index = self.groups
         self.groups += 1
@@ -299,7 +310,7 @@ class HarnessRollout:
         runs: list[Rollout] = [rollout(env, state, group=index, seed=rng.randrange(1 << 30),
                                        tools=tuple(self.config.tools), reward=self.reward, search=search)
                                for _ in range(n)]
-        keep = not self.filter_groups or carries_gradient([None if r.sample.error else r.sample.reward for r in runs])
+        keep = not self.filter_groups or has_gradient([r.sample for r in runs])
         for r in runs:
             self._emit(out, r, r.error, eos, keep=keep)
 
@@ -337,13 +348,6 @@ class HarnessRollout:
         out["error"].append("")
         out["status"].append(r.status)
         out["truncated"].append(bool(s.truncated))
-
-
-def carries_gradient(rewards: Sequence[float | None]) -> bool:
-    """``grpo.dynamic_filter``'s test for one group (None: an errored episode, left out): at
-    least 2 clean episodes whose rewards are not all equal."""
-    clean = [r for r in rewards if r is not None]
-    return len(clean) >= 2 and not all_equal(clean)
 
 
 def _forced(packed: bytes | None) -> bool:
