@@ -24,7 +24,7 @@ from .spans import changed_span
 
 # A module whose import, added by a fix to the code under test, reaches the test runner.
 _RUNNER_MODULES = ("_pytest", "pytest", "pluggy", "builtins", "__builtin__", "frognano", "frognano_plugin",
-                   "frognano_worker", "frognano_session", "frognano_swap")
+                   "frognano_worker", "frognano_runsetup", "frognano_session", "frognano_swap")
 # Dotted names (after resolving import aliases) that reach the runner or its view of a test.
 _REACHES = (
     "sys.modules", "sys.settrace", "sys.setprofile", "sys.monitoring", "sys.addaudithook", "sys._getframe",

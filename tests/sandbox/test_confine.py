@@ -141,11 +141,11 @@ def test_worker_refuses_to_run_when_required_and_confinement_fails(tmp_path):
     results = tmp_path / "results.jsonl"
     out = in_child("""
         import json, sys
-        import frognano_confine, frognano_worker
+        import frognano_confine, frognano_runsetup
 
         frognano_confine.confine = lambda writable, **kw: ("", "simulated failure")
         req = {"root": sys.argv[1], "results": sys.argv[2], "sandbox": {"mode": sys.argv[3]}}
-        print(json.dumps({"run": frognano_worker.confine_run(req)}))
+        print(json.dumps({"run": frognano_runsetup.confine_run(req)}))
     """, str(tmp_path), str(results), "required")
     assert out == {"run": False}
     record = json.loads(results.read_text())

@@ -29,7 +29,7 @@ import time
 import frognano_confine
 import frognano_swap
 import pytest
-from frognano_worker import apply_limits, confinement_record, leaked, own_group, prepare_run, redirect, vm_size_bytes
+from frognano_runsetup import apply_limits, confinement_record, leaked, own_group, prepare_run, redirect, vm_size_bytes
 
 EXIT_FALLBACK = 75  # EX_TEMPFAIL: this request needs a full re-import
 
