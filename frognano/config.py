@@ -39,6 +39,7 @@ _BOUNDS: dict[str, tuple[float, float, bool, str]] = {
     "max_candidates": (0, 1_000_000, False, ""),
     "max_pairs": (0, 1_000_000, False, ""),
     "search_seconds": (0, 7 * _DAY, True, "seconds"),
+    "fix_seconds": (0, 7 * _DAY, False, "seconds"),
     "candidate_timeout_factor": (0, 1_000, True, ""),
     "stall_timeout": (0, _DAY, False, "seconds"),
     "episodes": (0, 1_000, False, ""),
@@ -126,6 +127,7 @@ class Settings:
     max_pairs: int = field(default=150, metadata={"help": "two-edit candidates validated at most"})
     lanes: int = field(default=2, metadata={"help": "candidates validated at once (each lane a shadow copy and a warm session of its own; 1: one at a time)"})
     search_seconds: float = field(default=300.0, metadata={"help": "wall-clock budget of the search"})
+    fix_seconds: float = field(default=110.0, metadata={"help": "wall-clock budget of a whole fix: the test runs, the search and confirming a fix; the search gets what the runs before it left, less the time a confirmation takes (0: no limit but search_seconds)"})
     candidate_timeout_factor: float = field(default=10.0, metadata={"help": "a candidate's test may take this many times its baseline duration (at least 2 s, at most timeout); a test that hung in the baseline, this many times the slowest passing test + 0.25 s (at least 0.5 s)"})
     stall_timeout: float = field(default=5.0, metadata={"help": "in the diagnosis run, a test that keeps the CPU busy this long (or candidate_timeout_factor x the slowest test passed before it, or x how late its last new line came, if longer) without reaching a project line it had not run before counts as hanging before timeout (an endless loop); 0: off, wait for timeout"})
     model: str | None = field(default=None, metadata={"help": "model SPEC for repair episodes after the operator search (mlx:, torch:, openai:, replay:)"})

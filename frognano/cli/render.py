@@ -194,7 +194,7 @@ class FixRenderer:
             c.print(f"  let a model try:        frognano fix {path} --model SPEC   "
                     "(mlx:PATH, torch:PATH or openai:MODEL@URL)", markup=False)
         if s is not None and s.stopped in ("budget", "time") or (s is not None and s.generated > s.tried):
-            c.print("  search further:         raise max_candidates, max_pairs or search_seconds in "
+            c.print("  search further:         raise max_candidates, max_pairs, search_seconds or fix_seconds in "
                     "[tool.frognano] (or FROGNANO_MAX_PAIRS=...)", markup=False)
         if len(report.failing) > 1:
             c.print(f"  one failure at a time:  frognano fix {path} -k EXPR", markup=False)

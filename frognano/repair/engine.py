@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
@@ -31,6 +32,10 @@ if TYPE_CHECKING:
     from .harness import ToolBox
 
 log = logging.getLogger(__name__)
+
+# However little of fix_seconds the test runs left, the search gets this long: a budget of a
+# few seconds would end every fix on a large suite with "ran out of time after 0 candidates".
+MIN_SEARCH_SECONDS = 10.0
 
 
 class NothingToTest(UsageError):
@@ -320,8 +325,9 @@ class Engine:
         """The whole path: diagnose, search, confirm.  Errors become an ``error`` report.
 
         A ``diagnosis`` from an incremental session (watch mode) is used instead of running the
-        suite again.
+        suite again.  ``fix_seconds`` bounds the whole: the search gets what the test runs left.
         """
+        started = time.monotonic()
         try:
             diagnosis = self.diagnose(k) if diagnosis is None else diagnosis
         except FrogNanoError as exc:
@@ -333,7 +339,9 @@ class Engine:
             return FixReport("passing", [], message=every,
                              diagnosis=diagnosis, notes=self.notes)
         verifier = self.verifier(diagnosis)
-        result = self.search(diagnosis, verifier, cancel)
+        deadline = started + self.settings.fix_seconds if self.settings.fix_seconds else None
+        result = self.search(diagnosis, verifier, cancel, budget=self.search_budget(diagnosis, started),
+                             deadline=deadline)
         if result.fix is not None:
             for found in (result.fix, *result.alternatives):
                 found.edits_tests = verifier.edits_tests(found.patch)
@@ -364,8 +372,12 @@ class Engine:
         if result.stopped == "cancelled":
             return f"the search was cancelled after {singles} and {pairs}"
         if result.stopped == "time":
-            return (f"the search ran out of time ({self.settings.search_seconds:g} s) after {singles} "
-                    f"and {pairs}")
+            budget = self.settings.search_seconds if result.budget is None else result.budget
+            why = f"{budget:.3g} s"
+            if budget < self.settings.search_seconds:  # fix_seconds, not search_seconds, bounded it
+                why += (f": what fix_seconds = {self.settings.fix_seconds:g} left after the test runs, "
+                        "keeping time to confirm a fix")
+            return f"the search ran out of time ({why}) after {singles} and {pairs}"
         if result.stopped == "budget":
             return (f"the search tried {singles} and used its budget of {self.settings.max_pairs} "
                     "pairs of edits")
@@ -381,16 +393,32 @@ class Engine:
                         timeout=self.settings.timeout, factor=self.settings.candidate_timeout_factor,
                         allow_test_edits=self.settings.allow_test_edits, outside=diagnosis.outside)
 
-    def search(self, diagnosis: Diagnosis, verifier: Verifier,
-               cancel: threading.Event | None = None) -> SearchResult:
-        """The operator search near ``diagnosis``'s suspicious lines, within the settings' budgets."""
+    def search_budget(self, diagnosis: Diagnosis, started: float) -> float:
+        """The search's seconds under ``fix_seconds`` (counted from ``started``): what is left,
+        less the time to confirm a fix (a fresh run of the selected tests, about as long as the
+        diagnosis run, at most a third of the budget); never under ``MIN_SEARCH_SECONDS``, never
+        over ``search_seconds``."""
         s = self.settings
+        if not s.fix_seconds:
+            return s.search_seconds
+        left = s.fix_seconds - (time.monotonic() - started)
+        confirm = min(diagnosis.run.duration, s.fix_seconds / 3)
+        return min(s.search_seconds, max(MIN_SEARCH_SECONDS, left - confirm))
+
+    def search(self, diagnosis: Diagnosis, verifier: Verifier,
+               cancel: threading.Event | None = None, *, budget: float | None = None,
+               deadline: float | None = None) -> SearchResult:
+        """The operator search near ``diagnosis``'s suspicious lines, within the settings' budgets
+        (``budget``: its seconds, default ``search_seconds``)."""
+        s = self.settings
+        seconds = s.search_seconds if budget is None else budget
         self.progress.phase("searching for a fix", s.max_candidates + s.max_pairs)
         search = Search(self.ws, verifier, max_locations=s.max_locations, max_candidates=s.max_candidates,
-                        max_pairs=s.max_pairs, seconds=s.search_seconds,
-                        progress=self.progress, cancel=cancel,
+                        max_pairs=s.max_pairs, seconds=seconds,
+                        progress=self.progress, cancel=cancel, deadline=deadline,
                         lanes=lambda: self._lane_verifiers(verifier, cancel))
         result = search.run(diagnosis.locations)
+        result.budget = seconds
         log.info("search: %d single edits (of %d found) and %d pairs tried in %.1f s; %s", result.tried,
                  result.generated, result.pairs_tried, result.seconds,
                  "verified fix found" if result.fix else f"stopped: {result.stopped}")

@@ -162,6 +162,7 @@ class SearchResult:
     pairs_tried: int = 0
     generated: int = 0
     seconds: float = 0.0
+    budget: float | None = None  # the seconds it was given (fix_seconds can leave less than search_seconds)
     stopped: Stopped | None = None  # None: it found a fix
     best: list[Tried] = field(default_factory=list)  # best partial fixes, for the report
     candidates: list[Candidate] = field(default_factory=list)  # the single edits, in search order
@@ -193,8 +194,11 @@ class Search:
                  max_candidates: int = 400, max_pairs: int = 150, seconds: float = 300.0,
                  progress: Progress | None = None, cancel: threading.Event | None = None,
                  lanes: Callable[[], list[Verifier]] | None = None,
-                 prior: dict[str, float] | None = None) -> None:
+                 prior: dict[str, float] | None = None, deadline: float | None = None) -> None:
         self.ws = ws
+        # When the whole fix must end (time.monotonic(); fix_seconds): alternatives are not
+        # confirmed past it (each is a fresh run of the selected tests), the offered fix is.
+        self.deadline = deadline
         self.prior = operator_weights() if prior is None else prior
         self._keys = SemanticKeys()
         self.duplicates = 0
@@ -428,6 +432,8 @@ class Search:
         since = 0.0
         for t in sorted(winners, key=self.rank_key):
             if len(fixes) > MAX_ALTERNATIVES or (fixes and time.monotonic() - since > ALT_SECONDS):
+                break
+            if fixes and self.deadline is not None and time.monotonic() > self.deadline:
                 break
             verification = self.verifier.confirm(t.candidate.patch)
             if verification is not None:

@@ -155,3 +155,32 @@ def test_two_lanes_find_what_one_lane_finds_in_the_same_order(make_project, exam
         assert [(t.candidate.describe(), t.result.verified, sorted(t.result.fixed))
                 for t in two.search.history] == history
         assert (two.search.tried, two.search.pairs_tried) == (one.search.tried, one.search.pairs_tried)
+
+
+def test_fix_seconds_gives_the_search_what_the_test_runs_left(make_project):
+    """The whole fix is bounded: the search's budget is fix_seconds less the diagnosis and the
+    time a confirmation takes, never under MIN_SEARCH_SECONDS nor over search_seconds."""
+    from frognano.repair.engine import MIN_SEARCH_SECONDS
+
+    report = fix(make_project(TWO_BUGS), fix_seconds=0.001)
+    assert report.status == "fixed"  # the floor leaves the search enough for a small project
+    assert report.search.budget == MIN_SEARCH_SECONDS
+    assert fix(make_project(TWO_BUGS), fix_seconds=0).search.budget == Settings().search_seconds
+    with Workspace(make_project(TWO_BUGS)) as ws, Engine(ws, Settings(fix_seconds=100, search_seconds=300)) as engine:
+        diagnosis = engine.diagnose()
+        diagnosis.run.duration = 20.0
+        import time
+
+        budget = engine.search_budget(diagnosis, time.monotonic() - 30)
+        assert 49 <= budget <= 50  # 100 - 30 elapsed - 20 to confirm
+        diagnosis.run.duration = 80.0  # a confirmation is reserved at most a third of the budget
+        assert 36 <= engine.search_budget(diagnosis, time.monotonic() - 30) <= 100 - 30 - 100 / 3
+
+
+def test_a_search_cut_short_by_fix_seconds_says_so(make_project, monkeypatch):
+    from frognano.repair import engine as engine_module
+
+    monkeypatch.setattr(engine_module, "MIN_SEARCH_SECONDS", 0.0)
+    report = fix(make_project(TWO_BUGS), fix_seconds=0.001)
+    assert report.status == "unfixed" and report.search.stopped == "time"
+    assert "fix_seconds = 0.001 left after the test runs" in report.message, report.message
