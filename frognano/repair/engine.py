@@ -22,6 +22,7 @@ from ..sandbox.spectra import CoverageMap
 from ..sandbox.workspace import Workspace
 from .collection import collect_error
 from .localize import Location, localize
+from .recent import GreenSnapshot, git_changes, merge
 from .patch import EpisodeRecord, Fix
 from .search import Search, SearchResult
 from .verify import Verifier
@@ -160,6 +161,7 @@ class Engine:
         self._denials_probed: set[str] = set()
         self.notes: list[str] = []
         self._lanes: list[tuple[Workspace, TestRunner]] = []  # more shadow copies, for parallel checks
+        self._green = GreenSnapshot()  # the sources as of the last run where every test passed
 
     @property
     def model(self) -> Model | None:
@@ -315,10 +317,16 @@ class Engine:
         return self.runner.run(None, args=["-k", f"not ({k})"], coverage=True)
 
     def locate(self, run: RunResult, coverage: CoverageMap) -> list[Location]:
-        """The suspicious lines of ``run``'s failures (none when nothing fails)."""
+        """The suspicious lines of ``run``'s failures (none when nothing fails), the lines
+        changed since the last commit or the last green run of this engine first among equals."""
+        sources = {rel: (e.size, e.mtime_ns) for rel, e in self.ws.entries.items()
+                   if rel.endswith(".py") and not e.external}
         if not run.failing:
+            if run.tests and not run.collect_errors:
+                self._green.record(sources, self._read)
             return []
-        return localize(run, coverage, self._read, limit=max(20, self.settings.max_locations))
+        recent = merge(git_changes(self.ws.root, lambda rel: rel in sources), self._green.changes(sources, self._read))
+        return localize(run, coverage, self._read, limit=max(20, self.settings.max_locations), recent=recent)
 
     def fix(self, k: str | None = None, cancel: threading.Event | None = None, *,
             diagnosis: Diagnosis | None = None) -> FixReport:

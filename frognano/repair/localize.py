@@ -4,7 +4,10 @@ Ochiai over the coverage spectra (ef / sqrt(nf * (ef + ep))) is the best single-
 spectrum ranking in the literature for single faults; it is merged with the evidence a traceback
 gives directly: lines in the failing tests' frames, and the last project line each failing test
 executed.  Those two also break Ochiai's frequent ties (every line of a function that only the
-failing test runs scores 1.0).
+failing test runs scores 1.0), and so do two more: lines the user just changed
+(``repair/recent.py``: since the last commit or the last green run) rank above equally
+suspicious ones by ``RECENT_BONUS``, and among equals the functions the failing tests name or
+call directly come before the helpers they reach deeper down.
 """
 
 from __future__ import annotations
@@ -17,10 +20,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
+from ..project_paths import nodeid_file
 from ..sandbox.results import RunResult
 from ..sandbox.spectra import CoverageMap, is_test_file
+from .recent import Changes, touches
 
 log = logging.getLogger(__name__)
+
+# Added to the Ochiai score of a statement the user just changed, for the ranking only: a
+# changed line outranks an unchanged one of the same or a slightly higher score, never one the
+# failing tests point at much more strongly than the passing ones.
+RECENT_BONUS = 0.5
+_NAMED_TESTS = 20  # failing tests whose source is read for the names they call
 
 
 @dataclass(frozen=True)
@@ -34,6 +45,8 @@ class Location:
     frames: int = 0  # failing-test traceback frames on this statement
     last: int = 0  # failing tests whose last executed project line is here
     function: str | None = None  # enclosing function or method, e.g. "Rect.area"
+    changed: bool = False  # the user changed it since the last commit or green run
+    named: bool = False  # its function is named in a failing test, or called from one directly
 
     @property
     def lines(self) -> range:
@@ -46,6 +59,8 @@ class Location:
             extra.append(f"{self.frames} traceback frame{'s' * (self.frames > 1)}")
         if self.last:
             extra.append("last executed line")
+        if self.changed:
+            extra.append("changed recently")
         return f"{where} ({', '.join(extra)})" + (f" in {self.function}" if self.function else "")
 
 
@@ -107,11 +122,12 @@ def localize(
     read: Callable[[str], str | None],
     *,
     limit: int = 20,
+    recent: Changes | None = None,
 ) -> list[Location]:
     """Ranked statement-level locations for the failing tests of ``run``.
 
     ``read(path)`` returns a project file's text (None when it cannot be read); test files are
-    never ranked.
+    never ranked.  ``recent``: the lines the user changed lately (``repair/recent.py``).
     """
     failing = [n for n in run.failing if n in run.tests]
     passing = {n for n, t in run.tests.items() if t.outcome == "passed"}
@@ -144,6 +160,8 @@ def localize(
 
     nf = len(failing)
     maps = _statement_maps(read)
+    named = _named_functions(run, failing, read)
+    recent = recent or {}
     merged: dict[tuple[str, int], Location] = {}
     for key in set(ef) | set(frames) | set(last):
         path, line = key
@@ -154,16 +172,65 @@ def localize(
         if smap is not None and stmt is None:
             continue  # a line with no statement (docstring continuation, blank): nothing to edit
         start, end, func = (stmt.line, stmt.end_line, stmt.function) if stmt else (line, line, None)
-        loc = Location(path, start, end, score, frames.get(key, 0), last.get(key, 0), func)
+        loc = Location(path, start, end, score, frames.get(key, 0), last.get(key, 0), func,
+                       touches(recent, path, range(start, end + 1)), _is_named(func, named))
         old = merged.get((path, start))
         if old is None:
             merged[(path, start)] = loc
         else:
             merged[(path, start)] = Location(
-                path, start, end, max(old.score, score), old.frames + loc.frames, old.last + loc.last, func
+                path, start, end, max(old.score, score), old.frames + loc.frames, old.last + loc.last, func,
+                loc.changed, loc.named,
             )
-    ranked = sorted(merged.values(), key=lambda x: (-x.score, -x.frames, -x.last, x.path, x.line))
+    ranked = sorted(merged.values(), key=lambda x: (-(x.score + RECENT_BONUS * x.changed), -x.frames,
+                                                    -x.named, -x.last, x.path, x.line))
     return ranked[:limit]
+
+
+def _named_functions(run: RunResult, failing: list[str], read: Callable[[str], str | None]) -> set[str]:
+    """Names the failing tests' own code uses (calls, attributes), and the functions their
+    tracebacks enter first from test code: what a test exercises directly."""
+    names: set[str] = set()
+    trees: dict[str, ast.Module | None] = {}
+    for nodeid in failing[:_NAMED_TESTS]:
+        path = nodeid_file(nodeid)
+        if path not in trees:
+            text = read(path)
+            try:
+                trees[path] = ast.parse(text) if text is not None else None
+            except (SyntaxError, ValueError):
+                trees[path] = None
+        tree = trees[path]
+        test = nodeid.rsplit("::", 1)[-1].split("[", 1)[0]
+        if tree is not None:
+            for node in ast.walk(tree):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == test:
+                    names.update(_used_names(node))
+        frames = run.tests[nodeid].frames
+        for outer, inner in zip(frames, frames[1:]):  # the first step from test code into the project
+            if is_test_file(outer.path) and not is_test_file(inner.path) and inner.function:
+                names.add(inner.function.rsplit(".", 1)[-1])
+                break
+    return names
+
+
+def _used_names(node: ast.AST) -> set[str]:
+    out: set[str] = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name):
+            out.add(sub.id)
+        elif isinstance(sub, ast.Attribute):
+            out.add(sub.attr)
+    return out
+
+
+def _is_named(function: str | None, named: set[str]) -> bool:
+    """``Rect.area`` is named by a test that uses ``area`` (or calls ``Rect(...)`` for its
+    ``__init__``); ``area`` by one that uses ``area``."""
+    if function is None or not named:
+        return False
+    parts = function.split(".")
+    return parts[-1] in named or (len(parts) > 1 and parts[-1].startswith("__") and parts[0] in named)
 
 
 def _statement_maps(read: Callable[[str], str | None]) -> Callable[[str], StatementMap | None]:

@@ -88,3 +88,82 @@ def test_bug_is_among_the_top_locations_of_each_example(example, name, path, lin
     assert any(p == path for p, _ in ranked), (ranked, readme)
     if line is not None:
         assert (path, line) in ranked
+
+
+HELPERS = """\
+def area(w, h):
+    side = scale(w)
+    return side * h
+
+
+def scale(x):
+    return x * 2
+"""
+
+
+def test_ties_go_to_the_function_the_failing_test_calls_before_its_helpers():
+    test_src = "from m import area\n\n\ndef test_area():\n    assert area(2, 3) == 6\n"
+    run = _run([("tests/test_m.py::test_area", "failed", {"m.py": [2, 3, 7]}, [], None)])
+    locs = localize(run, CoverageMap.from_run(run), lambda p: test_src if p.startswith("tests/") else HELPERS)
+    assert [(loc.line, loc.named) for loc in locs] == [(2, True), (3, True), (7, False)]
+    # The helper first when the test calls it and not the other.
+    test_src = test_src.replace("area(2, 3) == 6", "scale(2) == 4").replace("import area", "import scale")
+    locs = localize(run, CoverageMap.from_run(run), lambda p: test_src if p.startswith("tests/") else HELPERS)
+    assert [loc.line for loc in locs] == [7, 2, 3]
+
+
+def test_recently_changed_lines_rank_above_equally_suspicious_ones():
+    from frognano.repair.recent import ALL_LINES
+
+    run = _run([
+        ("t::a", "failed", {"m.py": [2, 3, 4]}, [], None),
+        ("t::b", "passed", {"m.py": [2, 5]}, [], None),
+    ])
+    cov = CoverageMap.from_run(run)
+    assert [loc.line for loc in localize(run, cov, lambda p: SOURCE)] == [3, 4, 2]
+    locs = localize(run, cov, lambda p: SOURCE, recent={"m.py": frozenset({4})})
+    assert [(loc.line, loc.changed) for loc in locs] == [(4, True), (3, False), (2, False)]
+    # A bonus, not a verdict: a changed line the passing tests also run (0.71) stays above
+    # unchanged ones only up to RECENT_BONUS.
+    locs = localize(run, cov, lambda p: SOURCE, recent={"m.py": frozenset({2})})
+    assert [loc.line for loc in locs] == [2, 3, 4] and "changed recently" in locs[0].describe()
+    assert all(loc.changed for loc in localize(run, cov, lambda p: SOURCE, recent={"m.py": ALL_LINES}))
+
+
+def test_changed_lines_come_from_git_and_from_the_last_green_run(make_project):
+    import git
+
+    from frognano.repair.recent import ALL_LINES, GreenSnapshot, git_changes, hunk_lines, text_changes
+
+    root = make_project({"pkg/__init__.py": "", "pkg/m.py": SOURCE, "tests/test_m.py": "def test_x():\n    pass\n"})
+    assert git_changes(root) == {}  # no repository: no picture
+    repo = git.Repo.init(root)
+    repo.index.add(["pkg/__init__.py", "pkg/m.py", "tests/test_m.py"])
+    repo.index.commit("first")
+    (root / "pkg" / "m.py").write_text(SOURCE.replace("return 0", "return -1").replace("x + 1", "x + 2"))
+    (root / "pkg" / "new.py").write_text("X = 1\n")
+    assert git_changes(root) == {"pkg/m.py": frozenset({2, 5}), "pkg/new.py": ALL_LINES}
+    assert git_changes(root / "pkg") == {"m.py": frozenset({2, 5}), "new.py": ALL_LINES}  # relative to the project
+    assert hunk_lines("@@ -3,2 +2,0 @@\n-a\n-b\n") == frozenset({2, 3})  # a deletion marks where it was
+    assert text_changes("a\nb\nc\n", "a\nB\nc\nd\n") == frozenset({2, 4})
+
+    snap, texts = GreenSnapshot(), {"m.py": "a\nb\n"}
+    assert snap.changes({"m.py": 1}, texts.get) == {}  # no green run yet
+    snap.record({"m.py": 1}, texts.get)
+    texts["m.py"], texts["n.py"] = "a\nc\n", "x\n"
+    assert snap.changes({"m.py": 2, "n.py": 1}, texts.get) == {"m.py": frozenset({2}), "n.py": ALL_LINES}
+
+
+def test_the_engine_ranks_what_changed_since_the_last_green_run_first(make_project):
+    files = {
+        "calc.py": "def f(x):\n    y = x + 1\n    z = y * 1\n    return z\n",
+        "tests/test_calc.py": "from calc import f\n\n\ndef test_f():\n    assert f(1) == 2\n",
+    }
+    root = make_project(files)
+    with Workspace(root) as ws, Engine(ws, Settings()) as engine:
+        assert engine.diagnose().failing == []  # green: the engine keeps this picture
+        (root / "calc.py").write_text(files["calc.py"].replace("y * 1", "y * 3"))
+        diagnosis = engine.diagnose()
+        assert diagnosis.failing == ["tests/test_calc.py::test_f"]
+        top = diagnosis.locations[0]
+        assert (top.line, top.changed) == (3, True), [loc.describe() for loc in diagnosis.locations]
