@@ -50,6 +50,7 @@ from .expressions import (
     WrongName,
 )
 from .guards import AddGuard, LoopCondition
+from .handlers import ExtendExcept, NarrowExcept, UnwrapTry, WrapTry
 from .ingredients import SwapCallee, SwapException, SwapLiteral
 from .insertions import InsertIf, InsertStatement, RemoveIf
 from .mutation import INVERSES, Mutation, OperatorError
@@ -100,6 +101,8 @@ def _catalogue() -> dict[str, Operator]:
         # add_operand and insert_statement were inverse-only before.
         InsertStatement(), InsertIf(), RemoveIf(), InsertReturn(), DropReturn(), AddGuard(),
         LoopCondition(), SliceEnd(),
+        # Issue 28, from the history corpus's reference patches: exception handling.
+        ExtendExcept(), NarrowExcept(), WrapTry(), UnwrapTry(),
         _InverseOnly("restore_condition", "control", "remove_condition", "put back a removed if"),
         _InverseOnly("wrap_call", "statement", "remove_call", "put back a removed call"),
     ]
@@ -124,7 +127,8 @@ def functions(source: str) -> list[FunctionInfo]:
 
 def iter_sites(prepared: Prepared, *, lines: Collection[int] | None = None,
                functions: Collection[str] | None = None, operators: Iterable[str] | None = None,
-               ingredients: Collection[str] = ()) -> list[tuple[Operator, FunctionContext, Site]]:
+               ingredients: Collection[str] = (),
+               raised: Collection[str] = ()) -> list[tuple[Operator, FunctionContext, Site]]:
     """Filtered sites in mutation order (source position, then catalogue order)."""
     if operators is None:
         names = [n for n, op in CATALOGUE.items() if op.enumerable]
@@ -146,6 +150,7 @@ def iter_sites(prepared: Prepared, *, lines: Collection[int] | None = None,
             continue  # every site lies inside its function: skip the walk entirely
         ctx = FunctionContext(prepared, fn, qualname, class_info)
         ctx.ingredients = tuple(ingredients)
+        ctx.raised = tuple(raised)
         for name in names:
             op = CATALOGUE[name]
             for seq, site in enumerate(op.sites(ctx)):
@@ -165,14 +170,16 @@ def prepare(source: str) -> Prepared:
 def mutations(source: str, path: str = "", *, lines: Collection[int] | None = None,
               functions: Collection[str] | None = None,
               operators: Iterable[str] | None = None,
-              prepared: Prepared | None = None, ingredients: Collection[str] = ()) -> list[Mutation]:
+              prepared: Prepared | None = None, ingredients: Collection[str] = (),
+              raised: Collection[str] = ()) -> list[Mutation]:
     """Every mutation the catalogue offers in `source`, filtered, deduplicated, in source order.
 
     `lines` keeps mutations whose node starts on one of those lines; `functions` keeps those
     qualified names ("Rect.area"); `operators` restricts catalogue names; `prepared` is
     `prepare(source)` reused; `ingredients` are strings from outside the file (the failing
-    tests' messages) that `swap_literal` may also put in place of a string literal.  Raises OperatorError when the source does not parse or an
-    operator name is unknown.
+    tests' messages) that `swap_literal` may also put in place of a string literal; `raised`
+    the exception classes those tests raised (`extend_except`, `wrap_try` catch them).  Raises
+    OperatorError when the source does not parse or an operator name is unknown.
     """
     if prepared is None:
         prepared = Prepared(source)
@@ -183,7 +190,7 @@ def mutations(source: str, path: str = "", *, lines: Collection[int] | None = No
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # e.g. invalid escape sequences, seen by ast.parse
         for op, ctx, site in iter_sites(prepared, lines=lines, functions=functions, operators=operators,
-                                        ingredients=ingredients):
+                                        ingredients=ingredients, raised=raised):
             m = prepared.build(op, ctx, site, path)
             if m is not None and (m.start, m.old, m.new) not in seen:
                 seen.add((m.start, m.old, m.new))

@@ -62,6 +62,7 @@ class FunctionContext:
         self.prepared = prepared
         self.module = prepared.module
         self.ingredients: tuple[str, ...] = ()  # strings from the failing tests' output (mutations())
+        self.raised: tuple[str, ...] = ()  # exception classes the failing tests raised (mutations())
         self.node = node
         self.qualname = qualname
         self.class_info = class_info

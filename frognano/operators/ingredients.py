@@ -192,7 +192,7 @@ class SwapCallee(Op):
 
 
 # Exceptions mistaken for one another (lookup errors, bad values, arithmetic).
-_EXCEPTION_CONFUSABLE = {
+EXCEPTION_CONFUSABLE = {
     "KeyError": ["IndexError", "LookupError", "ValueError", "AttributeError"],
     "IndexError": ["KeyError", "LookupError", "ValueError", "StopIteration"],
     "LookupError": ["KeyError", "IndexError"],
@@ -241,7 +241,7 @@ class SwapException(Op):
             if not (looks_like_exception(last) or name in scope.exceptions):
                 continue  # `raise self.error(...)`, `except errors:`: not a class we can judge
             module_ones = [n for n, _ in scope.exceptions.most_common()]
-            choices = [n for n in [*module_ones, *_EXCEPTION_CONFUSABLE.get(last, ())]
+            choices = [n for n in [*module_ones, *EXCEPTION_CONFUSABLE.get(last, ())]
                        if n != name and n not in beside and self._available(n, scope, func)]
             for other in list(dict.fromkeys(choices))[:MAX_EXCEPTIONS]:
                 try:

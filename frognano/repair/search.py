@@ -189,6 +189,25 @@ def quoted_strings(messages: list[str]) -> tuple[str, ...]:
     return tuple(seen)
 
 
+# ``ValueError: ...`` / ``E   pkg.errors.ParseError: ...``: a class the failing tests raised.
+_RAISED = re.compile(r"(?:^|[\s(])((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Warning|Exit|Interrupt|Iteration))"
+                     r"(?::|$)", re.M)
+MAX_RAISED = 4
+
+
+def raised_classes(messages: list[str]) -> tuple[str, ...]:
+    """The exception classes the failing tests' messages name as raised, first seen first:
+    ``extend_except`` and ``wrap_try`` catch them (a fix often handles what the test hit)."""
+    seen: dict[str, None] = {}
+    for message in messages:
+        for match in _RAISED.finditer(message or ""):
+            if match.group(1) not in ("AssertionError",):  # an assertion is the test's, not the code's
+                seen.setdefault(match.group(1), None)
+            if len(seen) >= MAX_RAISED:
+                return tuple(seen)
+    return tuple(seen)
+
+
 class Search:
     def __init__(self, ws: Workspace, verifier: Verifier, *, max_locations: int = 10,
                  max_candidates: int = 400, max_pairs: int = 150, seconds: float = 300.0,
@@ -205,6 +224,7 @@ class Search:
         self.pruned = 0
         self.verifier = verifier
         self.heard = quoted_strings(getattr(verifier, "messages", []))
+        self.raised = raised_classes(getattr(verifier, "messages", []))
         # More verifiers on their own shadow copies, asked for once there are enough candidates
         # to be worth a second warm session: candidates are then validated that many at a time.
         self._lanes = lanes
@@ -243,12 +263,14 @@ class Search:
             return []
         try:
             prepared = self._prepare(loc.path, source)
-            found = mutations(source, loc.path, lines=set(loc.lines), ingredients=self.heard, prepared=prepared)
+            found = mutations(source, loc.path, lines=set(loc.lines), ingredients=self.heard,
+                              raised=self.raised, prepared=prepared)
             # The `except` clauses guarding these lines: one that did not match ran no line the
             # spectra could rank, yet its class may be the bug.
             guards = handler_lines(source, loc.lines)
             if guards:
-                found += mutations(source, loc.path, lines=guards, operators=["swap_exception"], prepared=prepared)
+                found += mutations(source, loc.path, lines=guards, operators=["swap_exception", "extend_except"],
+                                   raised=self.raised, prepared=prepared)
         except OperatorError as exc:
             log.info("no candidates in %s: %s", loc.path, exc)
             return []

@@ -184,3 +184,61 @@ def test_a_search_cut_short_by_fix_seconds_says_so(make_project, monkeypatch):
     report = fix(make_project(TWO_BUGS), fix_seconds=0.001)
     assert report.status == "unfixed" and report.search.stopped == "time"
     assert "fix_seconds = 0.001 left after the test runs" in report.message, report.message
+
+
+HANDLERS = {
+    "conf/__init__.py": "",
+    "conf/read.py": """
+        def setting(table, key, default=None):
+            try:
+                return table[key]
+            except KeyError:
+                return default
+
+
+        def numbers(words):
+            out = []
+            for w in words:
+                out.append(int(w))
+            return out
+    """,
+    "tests/test_read.py": """
+        from conf.read import numbers, setting
+
+        def test_setting_without_a_table():
+            assert setting(None, "k", "x") == "x"
+
+        def test_setting_found():
+            assert setting({"k": 1}, "k") == 1
+
+        def test_setting_missing():
+            assert setting({}, "k", 5) == 5
+
+        def test_numbers_skip_words():
+            assert numbers(["1", "two", "3"]) == [1, 3]
+
+        def test_numbers():
+            assert numbers(["4"]) == [4]
+    """,
+}
+
+
+def test_fixes_that_catch_what_the_failing_tests_raised(make_project):
+    """The history corpus's exception-handling shapes: widen an `except` by the class the test
+    hit (TypeError beside KeyError; no one class catches both), and catch it around the statement that raised (at the end
+    of a loop body `pass` and `continue` are one fix) — two bugs in two functions, so the fix is
+    a pair of the two new operators."""
+    report = fix(make_project(HANDLERS))
+    assert report.status == "fixed", report.message
+    notes = " ".join(map(str, report.fix.notes))
+    assert "`except KeyError` -> `except (KeyError, TypeError)`" in notes
+    assert "wrap `out.append(int(w))` in `try` ... `except ValueError: " in notes
+    assert set(report.fix.verified.fail_to_pass) == {
+        "tests/test_read.py::test_setting_without_a_table", "tests/test_read.py::test_numbers_skip_words"}
+
+
+def test_raised_classes_reads_what_the_tests_hit_not_their_assertions():
+    messages = ["E   TypeError: 'NoneType' object is not subscriptable",
+                "AssertionError: assert 1 == 2",
+                "pkg.errors.ParseError: bad input\n  raise ValueError('x')"]
+    assert search_module.raised_classes(messages) == ("TypeError", "pkg.errors.ParseError")
