@@ -6,6 +6,7 @@ The faces (command line, language server, watch mode) drive it and render what i
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import threading
 import time
@@ -159,6 +160,9 @@ class Engine:
         self._owns_model = False  # a model passed in belongs to the caller, who closes it
         self._denials = RunResult()  # what the sandbox denied the failing tests (see baseline)
         self._denials_probed: set[str] = set()
+        # The last run's failing tests that failed on what the sandbox refused or denied them:
+        # no edit of the code fixes those, so a fix leaves them out when others fail too.
+        self.refused: set[str] = set()
         self.notes: list[str] = []
         self._lanes: list[tuple[Workspace, TestRunner]] = []  # more shadow copies, for parallel checks
         self._green = GreenSnapshot()  # the sources as of the last run where every test passed
@@ -236,8 +240,32 @@ class Engine:
         stall = (s.stall_timeout, s.candidate_timeout_factor)
         run = self.runner.run(selection, args=args, coverage=True, cancel=cancel, stall=stall)
         if not run.cancelled:
+            self._recheck_untraced(run, args, cancel)
+        if not run.cancelled:
             self._name_denials(run)
         return run
+
+    def _recheck_untraced(self, run: RunResult, args: list[str], cancel: threading.Event | None) -> None:
+        """Tests the stall check or the timeout stopped get one more run without tracing, for
+        as long as they already ran: line tracing slows a CPU-bound test several times, so a
+        slow correct test (more-itertools' prime sieve, its big combinatorics) can look stalled,
+        or reach its timeout, though it finishes untraced.  One that passes counts as passing
+        (keeping the lines it ran traced); an endless loop costs its stall seconds once more
+        (the timeout only when the stall check did not catch it)."""
+        stalled = [n for n, t in run.tests.items() if t.outcome == "timeout"]
+        if not stalled:
+            return
+        timeouts = {n: max(1.0, run.tests[n].duration) for n in stalled}
+        again = self.runner.run(stalled, args=args, timeouts=timeouts, cancel=cancel)
+        if again.cancelled:
+            return
+        for n in stalled:
+            t = again.tests.get(n)
+            if t is not None and t.passed:
+                traced = run.tests[n]
+                run.tests[n] = dataclasses.replace(t, coverage=traced.coverage, last=traced.last)
+                log.info("%s timed out under tracing but passes untraced (%.1f s): counted as passing",
+                         n, t.duration)
 
     def _name_denials(self, run: RunResult) -> None:
         """A test that writes outside the shadow (a cache under $HOME) fails before any edit, so
@@ -259,13 +287,14 @@ class Engine:
         denied = self.runner.denial_note(named)
         if denied and denied not in self.notes:
             self.notes.append(denied)
-        from ..sandbox.denials import refusal_note
+        from ..sandbox.denials import refusal_note, refused_tests
 
         explained = set(named.denied.values())  # the tests the write note names
-        refused = refusal_note({n: run.tests[n].message for n in run.failing if n in run.tests},
-                               run.confinement, explained)
+        messages = {n: run.tests[n].message for n in run.failing if n in run.tests}
+        refused = refusal_note(messages, run.confinement, explained)
         if refused and refused not in self.notes:
             self.notes.append(refused)
+        self.refused = {n for n in explained if n in messages} | set(refused_tests(messages, run.confinement, explained))
 
     def check(self, run: RunResult, k: str | None = None) -> None:
         """Raise the named error of a run that cannot be diagnosed: a module that does not
@@ -340,6 +369,7 @@ class Engine:
             diagnosis = self.diagnose(k) if diagnosis is None else diagnosis
         except FrogNanoError as exc:
             return FixReport("error", message=str(exc), notes=self.notes, exit_code=exc.exit_code)
+        diagnosis = self._without_refused(diagnosis)
         failing = diagnosis.failing
         if not failing:
             n = len(diagnosis.run.passing)
@@ -373,6 +403,21 @@ class Engine:
                               f"ended {', '.join(e.status for e in report.episodes)}"
         return report
 
+    def _without_refused(self, diagnosis: Diagnosis) -> Diagnosis:
+        """``diagnosis`` without the failing tests the sandbox refused (a local server's
+        ``server_bind``, a write outside the shadow) when other tests fail too: no edit makes
+        those pass under confinement, and keeping them would fail every candidate.  Said in a
+        note; with only refused tests failing, the diagnosis stays whole (the notes explain)."""
+        refused = [n for n in diagnosis.failing if n in self.refused]
+        if not refused or len(refused) == len(diagnosis.failing):
+            return diagnosis
+        run = dataclasses.replace(diagnosis.run, tests={n: t for n, t in diagnosis.run.tests.items()
+                                                        if n not in self.refused})
+        more = f" and {len(refused) - 1} more" if len(refused) > 1 else ""
+        self.notes.append(f"the fix leaves out {refused[0]}{more}: failing only on what the sandbox "
+                          "refused, they are not the bug (the note above says how to run them unconfined)")
+        return dataclasses.replace(diagnosis, run=run)
+
     def _why_unfixed(self, result: SearchResult) -> str:
         """Why the search stopped, with the numbers of what ran out (one clause)."""
         singles = f"{result.tried} single edit{'s' * (result.tried != 1)}"
@@ -390,8 +435,11 @@ class Engine:
             return (f"the search tried {singles} and used its budget of {self.settings.max_pairs} "
                     "pairs of edits")
         tried = f"none of the {singles} and {pairs} tried passed the tests"
-        if result.generated > result.tried:
-            return f"{tried} (max_candidates = {self.settings.max_candidates} of {result.generated} single edits found)"
+        untried = result.generated - result.tried
+        if untried > 0 and result.generated > self.settings.max_candidates:
+            return f"{tried} (max_candidates = {self.settings.max_candidates} of the {result.generated} found)"
+        if untried > 0:  # skipped by a lane, or refused before running (an edit of a test)
+            return f"{tried} (of {result.generated} found; {untried} were not run)"
         return tried
 
     def verifier(self, diagnosis: Diagnosis) -> Verifier:

@@ -276,7 +276,8 @@ class Verifier:
         fixed = [n for n in self.failing if n in run.tests and run.tests[n].passed]
         kept = [n for n in self.passing if n in run.tests and run.tests[n].passed]
         if len(fixed) != len(self.failing) or len(kept) != len(self.passing) or run.collect_errors:
-            log.info("candidate passed its covering tests but not the whole run in a fresh interpreter")
+            log.info("candidate passed its covering tests but not the whole run in a fresh interpreter: %s",
+                     _shortfall(run, [*self.failing, *self.passing]))
             return None
         if run.returncode != 0 or run.exitstatus not in (0, None):  # a fresh run always has its code
             # Every test reported passing, yet pytest's process said otherwise: the results
@@ -285,6 +286,28 @@ class Verifier:
                      run.returncode, run.exitstatus)
             return None
         return Verification(fail_to_pass=fixed, pass_to_pass=len(kept), scope="suite")
+
+
+def _shortfall(run: RunResult, wanted: list[str]) -> str:
+    """What kept a confirmation from holding, in one line: the first test that did not pass,
+    a collection error, or (nothing ran at all) pytest's own words from the run's log."""
+    if run.collect_errors:
+        e = run.collect_errors[0]
+        return f"collecting {e.nodeid or 'the suite'} failed: {e.summary}"
+    for n in wanted:
+        t = run.tests.get(n)
+        if t is None:
+            continue
+        if not t.passed:
+            return f"{n} {t.outcome}: {_first_line(t.summary)}"
+    missing = [n for n in wanted if n not in run.tests]
+    tail = " ".join(run.log_tail.split()[-40:])
+    return (f"{len(missing)} of {len(wanted)} tests did not run (pytest exited {run.exitstatus}"
+            f"{': ' + tail if tail else ''})")
+
+
+def _first_line(text: str | None) -> str:
+    return (text or "").strip().splitlines()[0][:200] if (text or "").strip() else ""
 
 
 def _tampered(run: RunResult) -> str:

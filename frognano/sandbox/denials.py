@@ -84,14 +84,20 @@ def _may_write(path: str) -> bool:
 _REFUSED = re.compile(r"^(PermissionError|OSError): \[Errno (1|13)\] (Operation not permitted|Permission denied)")
 
 
+def refused_tests(messages: dict[str, str], confinement: str | None, explained: set[str] = frozenset()) -> list[str]:
+    """The failing tests (of ``messages``: node id -> the failure's first line) whose failure is
+    a call the confinement refused, leaving out those in ``explained``; none when unconfined."""
+    if not confinement:
+        return []
+    return sorted(n for n, text in messages.items() if n not in explained and _REFUSED.match(text))
+
+
 def refusal_note(messages: dict[str, str], confinement: str, explained: set[str]) -> str | None:
     """One line for failing tests that ended in a refused call under confinement that the write
     probe did not explain (``messages``: node id -> the failure's first line; ``explained``: the
     tests the write note names).  The commonest is a socket (a test that starts a local server:
     ``server_bind`` raises it); the search's "none of the N edits passed" never said so."""
-    if not confinement:
-        return None
-    refused = sorted(n for n, text in messages.items() if n not in explained and _REFUSED.match(text))
+    refused = refused_tests(messages, confinement, explained)
     if not refused:
         return None
     more = f" and {len(refused) - 1} more" if len(refused) > 1 else ""

@@ -82,7 +82,7 @@ class WarmServerClient:
         self._server = proc
         self._unread = b""
         try:
-            self._send({"preimport": preimport, "roots": roots,
+            self._send({"preimport": preimport, "roots": roots, "cwd": str(shadow),
                         "own": sorted(project_top_names(self.ws.python_files(), self.ws.root))})
             ready = self._receive(self.config.collect_timeout)
         except ServerLost as exc:

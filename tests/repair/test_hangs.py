@@ -162,3 +162,40 @@ def test_a_fix_validated_as_the_search_budget_runs_out_is_offered(make_project):
     # Only verified candidates count past the budget (`<` and `<=` both fix it; `>=` does not).
     assert report.search.stopped is None and report.search.tried <= 2
     assert report.fix.notes[0].description in ("`>` -> `<`", "`>` -> `<=`")
+
+
+SLOW_UNDER_TRACING = {
+    "pkg/__init__.py": "",
+    "pkg/mix.py": """
+        def checksum(n):
+            total = 0
+            for i in range(n):
+                total = (total * 31 + i) % 1000003
+            return total
+
+
+        def clamp(x, lo, hi):
+            return max(lo, min(x, lo))
+    """,
+    "tests/test_mix.py": """
+        from pkg.mix import checksum, clamp
+
+        def test_checksum_of_many():
+            assert 0 <= checksum(2_000_000) < 1000003
+
+        def test_clamp():
+            assert clamp(5, 0, 10) == 5
+    """,
+}
+
+
+def test_a_slow_test_that_stalls_only_under_tracing_counts_as_passing(make_project):
+    """Line tracing slows a CPU-bound loop several times: stopped as stalled in the diagnosis,
+    the test runs once more untraced, passes, and is not part of what the fix must repair."""
+    with Workspace(make_project(SLOW_UNDER_TRACING)) as ws, \
+            Engine(ws, Settings(lanes=1, stall_timeout=0.3)) as engine:
+        diagnosis = engine.diagnose()
+    slow = diagnosis.run.tests["tests/test_mix.py::test_checksum_of_many"]
+    assert slow.passed, slow.message
+    assert slow.coverage  # the lines it ran traced still count for localisation
+    assert diagnosis.failing == ["tests/test_mix.py::test_clamp"]

@@ -224,3 +224,39 @@ def test_every_operator_kind_on_the_examples_agrees_with_a_fresh_import(example,
                     paths["swapped" if swapped.swapped is not None else "re-imported"] += 1
     assert set(kinds) <= set(CATALOGUE) and len(kinds) >= 8, dict(kinds)
     assert paths["swapped"] > 0, dict(paths)
+
+
+STRICT = {
+    "pyproject.toml": """
+        [tool.pytest.ini_options]
+        filterwarnings = ["error"]
+        asyncio_default_fixture_loop_scope = "function"  # pytest-asyncio warns without it
+    """,
+    "calc.py": """
+        def double(x):
+            return 2 * x
+    """,
+    "tests/test_calc.py": """
+        import gc
+
+        from calc import double
+
+        def test_double():
+            gc.collect()  # whatever FrogNano's own process left unclosed is collected here
+            assert double(2) == 4
+    """,
+}
+
+
+def test_a_project_that_turns_warnings_into_errors_runs_warm_as_fresh(make_project):
+    """`filterwarnings = error` (dateutil's): nothing of FrogNano's may warn inside the tests'
+    process (a results file left open collected as a ResourceWarning; pytest's warning that
+    pre-imported plugins cannot be rewritten), or every warm run fails where pytest passes."""
+    with Workspace(make_project(STRICT)) as ws:
+        ws.sync()
+        with TestRunner(ws, RunnerConfig()) as runner:
+            for _ in range(3):  # the session's first run, then its later ones
+                run = runner.run(["tests/test_calc.py::test_double"], coverage=True)
+                assert run.warm and _outcomes(run) == {"tests/test_calc.py::test_double": "passed"}, \
+                    run.tests["tests/test_calc.py::test_double"].message
+            assert runner.run(["tests/test_calc.py::test_double"], fresh=True).passing

@@ -282,6 +282,11 @@ class FrogNanoPlugin:
         goes round a loop it will likely never leave.  A diagnosis run then learns of an endless
         loop in seconds, with its lines."""
         self.output = output
+        previous = getattr(self, "out", None)
+        if previous is not None and not previous.closed:
+            # The session's own file, left open, would be collected during the run's first test
+            # (a ResourceWarning, an error under the project's `filterwarnings = error`).
+            previous.close()
         self.out = open(out_path, "a", encoding="utf-8")  # noqa: SIM115 - lives for the run
         self.timeout = timeout
         self.timeouts = timeouts or {}

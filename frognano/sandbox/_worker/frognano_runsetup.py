@@ -177,16 +177,32 @@ def prepare_run(req: dict):  # noqa: ANN201 - (args, plugin, output), or None: m
         # Results come from the plugin; pytest's own long tracebacks would only cost time.
         "--tb=line",
         *user_args,
+        # A fork of the warm server imported pytest's plugins before pytest could mark them for
+        # assertion rewriting (a fresh pytest never does): its "Module already imported so
+        # cannot be rewritten" warning is ours, not the project's, and under the project's
+        # `filterwarnings = error` (dateutil, with hypothesis installed) it stopped every run.
+        *(["-W", f"ignore:{_ALREADY_IMPORTED}:pytest.PytestAssertRewriteWarning"] if PREIMPORTED else []),
         # Every selected test must report, whatever -x or --maxfail the project's addopts say.
         "--maxfail", "2147483647",
         # pytest's capture would keep a test's whole output (a temp file read back into
         # memory): the bounded pipes capture instead, whatever -s or --capture the project says.
         *([] if any(a.endswith("no:capture") for a in user_args) else ["--capture=no"]),
-        # Node ids after "--": never options, where argparse honours it (Python >= 3.12.8; older
-        # parse_intermixed_args does not, so callers also refuse ids that start with - or @).
-        *(["--", *req["nodeids"]] if req.get("nodeids") else []),
+        # Node ids as plain positionals, never after "--": pytest < 9 on Python < 3.12.8 parses
+        # with parse_intermixed_args, which rejects "--" once a positional came before it (the
+        # project's own `test_args = ["tests"]`: "unrecognized arguments: -- tests/..."). An id
+        # that argparse would read as an option or an @file gets "./", which pytest resolves.
+        *(_positional(n) for n in req.get("nodeids") or []),
     ]
     return args, plugin, output
+
+
+# Set by the fork server (frognano_worker.serve) once it has imported pytest and its plugins.
+PREIMPORTED = False
+_ALREADY_IMPORTED = "Module already imported so cannot be rewritten"
+
+
+def _positional(nodeid: str) -> str:
+    return f"./{nodeid}" if nodeid[:1] in ("-", "@") else nodeid
 
 
 def leaked(req: dict, before: set[str]) -> list[str]:

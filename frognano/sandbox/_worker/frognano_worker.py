@@ -28,6 +28,7 @@ import sys
 import traceback
 
 import frognano_confine
+import frognano_runsetup
 from frognano_runsetup import EXIT_UNCONFINED, is_project_code, leaked, own_group, prepare_run, redirect, set_limit
 
 
@@ -130,7 +131,13 @@ def serve() -> None:
     config = json.loads(stdin.readline() or "{}")
     roots = [os.path.realpath(r) for r in config.get("roots", [])]
     own = set(config.get("own", []))
+    if config.get("cwd"):
+        # Where a fresh run starts: what a dependency reads from the cwd at import (hypothesis:
+        # its example database, `.hypothesis/` there) must name the project, not this folder.
+        # sys.path[0] is this folder's absolute path (-m), so imports are unaffected.
+        os.chdir(config["cwd"])
     imported, failed, left_out = preimport(config.get("preimport", []), roots, own)
+    frognano_runsetup.PREIMPORTED = True  # every run from here on is a fork of this process
     # What is still the project's after that came with pytest itself (the project is one of
     # pytest's own dependencies, installed or editable): each child forgets it so the tests
     # import the shadow's; but pytest keeps the copy it imported, so only a fresh process
