@@ -121,6 +121,10 @@ def lookup(table, key):
     except ValueError:
         pass
     return str(value)
+
+
+def join(words, sep=" ", width=8):
+    return " ".join(w.ljust(width) for w in words).issupper()
 '''
 
 
@@ -132,7 +136,7 @@ def _prepared() -> Prepared:
 @functools.lru_cache(maxsize=None)
 def _all() -> tuple[Mutation, ...]:
     # As if the failing tests raised TypeError: extend_except and wrap_try need a class to catch.
-    return tuple(mutations(SOURCE, "pkg/shapes.py", raised=("TypeError",)))
+    return tuple(mutations(SOURCE, "pkg/shapes.py", raised=("TypeError",), ingredients=("issupper",)))
 
 
 def _select(operators=None, lines=None, functions=None) -> list[Mutation]:
@@ -167,7 +171,8 @@ def test_catalogue_shape():
 @pytest.mark.parametrize("name", ENUMERABLE)
 def test_every_operator_mutates_parses_and_inverts(name):
     prepared = _prepared()
-    sites = iter_sites(prepared, operators=[name], raised=("TypeError",))  # as if a test raised it
+    # As if a test raised TypeError, and said `'str' object has no attribute 'issupper'`.
+    sites = iter_sites(prepared, operators=[name], raised=("TypeError",), ingredients=("issupper",))
     checked = 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -337,9 +342,10 @@ def test_filters():
     assert len({(m.start, m.old, m.new) for m in every}) == len(every)  # deduplicated
     assert [m.line for m in every] == sorted(m.line for m in every)  # source order
     line = _line_of("if value < lo:")
-    by_line = mutations(SOURCE, "pkg/shapes.py", lines={line}, raised=("TypeError",))
+    by_line = mutations(SOURCE, "pkg/shapes.py", lines={line}, raised=("TypeError",), ingredients=("issupper",))
     assert by_line == _select(lines={line}) and {m.line for m in by_line} == {line}
-    by_function = mutations(SOURCE, "pkg/shapes.py", functions={"Rect.grow", "clamp"}, raised=("TypeError",))
+    by_function = mutations(SOURCE, "pkg/shapes.py", functions={"Rect.grow", "clamp"}, raised=("TypeError",),
+                            ingredients=("issupper",))
     assert by_function == _select(functions={"Rect.grow", "clamp"})
     assert {m.function for m in by_function} == {"Rect.grow", "clamp"}
     by_operator = mutations(SOURCE, "pkg/shapes.py", operators=["boolop", "compare"])
@@ -349,7 +355,7 @@ def test_filters():
     assert mutations(SOURCE, lines=set()) == []
     with pytest.raises(OperatorError):
         mutations(SOURCE, operators=["no_such_operator"])
-    assert every == mutations(SOURCE, "pkg/shapes.py", raised=("TypeError",))  # deterministic
+    assert every == mutations(SOURCE, "pkg/shapes.py", raised=("TypeError",), ingredients=("issupper",))
 
 
 def test_dedup_keeps_the_first():
@@ -370,7 +376,7 @@ def test_functions():
     infos = functions(SOURCE)
     names = [f.qualname for f in infos]
     assert names == ["Rect.__init__", "Rect.area", "Rect.is_square", "Rect.fits", "Rect.grow",
-                     "total", "window", "clamp", "both", "drain", "lookup"]
+                     "total", "window", "clamp", "both", "drain", "lookup", "join"]
     square = infos[2]
     assert square == FunctionInfo("Rect.is_square", _line_of("@property"), _line_of("return self.width == self.height"))
 

@@ -51,6 +51,7 @@ from .expressions import (
 )
 from .guards import AddGuard, LoopCondition
 from .handlers import ExtendExcept, NarrowExcept, UnwrapTry, WrapTry
+from .parameters import FixAttribute, InlineParameter, UseParameter
 from .ingredients import SwapCallee, SwapException, SwapLiteral
 from .insertions import InsertIf, InsertStatement, RemoveIf
 from .mutation import INVERSES, Mutation, OperatorError
@@ -103,8 +104,11 @@ def _catalogue() -> dict[str, Operator]:
         LoopCondition(), SliceEnd(),
         # Issue 28, from the history corpus's reference patches: exception handling.
         ExtendExcept(), NarrowExcept(), WrapTry(), UnwrapTry(),
+        # ... an unread parameter put to use, an attribute the tests found missing.
+        UseParameter(), InlineParameter(), FixAttribute(),
         _InverseOnly("restore_condition", "control", "remove_condition", "put back a removed if"),
         _InverseOnly("wrap_call", "statement", "remove_call", "put back a removed call"),
+        _InverseOnly("misspell_attribute", "name", "fix_attribute", "put back a misspelt attribute"),
     ]
     return {op.name: op for op in ops}
 

@@ -242,3 +242,38 @@ def test_raised_classes_reads_what_the_tests_hit_not_their_assertions():
                 "AssertionError: assert 1 == 2",
                 "pkg.errors.ParseError: bad input\n  raise ValueError('x')"]
     assert search_module.raised_classes(messages) == ("TypeError", "pkg.errors.ParseError")
+
+
+UNREAD_AND_MISSING = {
+    "shell/__init__.py": "",
+    "shell/join.py": """
+        def args2sh(args, sep=" "):
+            return " ".join(a.strip() for a in args)
+
+
+        def covers(outer, inner):
+            return set(outer).issupserset(inner)
+    """,
+    "tests/test_join.py": """
+        from shell.join import args2sh, covers
+
+        def test_default_separator():
+            assert args2sh(["a", "b"]) == "a b"
+
+        def test_own_separator():
+            assert args2sh(["a", "b"], sep=",") == "a,b"
+
+        def test_covers():
+            assert covers("abc", "ab") and not covers("a", "ab")
+    """,
+}
+
+
+def test_fixes_that_read_an_unread_parameter_and_mend_a_missing_attribute(make_project):
+    """boltons' shapes: `' '.join` where the function takes `sep` and never reads it, and
+    `.issupserset` that the failing test's AttributeError names."""
+    report = fix(make_project(UNREAD_AND_MISSING))
+    assert report.status == "fixed", report.message
+    notes = " ".join(map(str, report.fix.notes))
+    assert '`" "` -> `sep` (a parameter never read)' in notes
+    assert "`.issupserset` -> `.issuperset`" in notes
