@@ -167,3 +167,44 @@ def test_the_engine_ranks_what_changed_since_the_last_green_run_first(make_proje
         assert diagnosis.failing == ["tests/test_calc.py::test_f"]
         top = diagnosis.locations[0]
         assert (top.line, top.changed) == (3, True), [loc.describe() for loc in diagnosis.locations]
+
+
+REPORTED = {
+    "pkg/__init__.py": "",
+    "pkg/result.py": """
+        class Result:
+            def __init__(self, output):
+                self.output = output
+
+            def __repr__(self):
+                return f"<Result {self.output!r}>"
+
+            def __eq__(self, other):
+                return isinstance(other, Result) and self.output == other.output
+
+
+        def run(text):
+            return Result(text.upper())
+    """,
+    "tests/test_result.py": """
+        from pkg.result import Result, run
+
+        def test_run_keeps_case():
+            assert run("Hi") == Result("Hi")
+
+        def test_repr_is_short():
+            assert len(repr(Result(""))) < 20
+    """,
+}
+
+
+def test_what_pytest_runs_to_explain_a_failed_assert_is_not_evidence(make_project):
+    """The failing `assert` makes pytest call the operands' __repr__ (click's `Result`), only in
+    failing tests: those lines are pytest's report, not the test's run, and must not top the
+    ranking or be the last line executed."""
+    with Workspace(make_project(REPORTED)) as ws, Engine(ws, Settings(lanes=1)) as engine:
+        diagnosis = engine.diagnose()
+    failing = diagnosis.run.tests["tests/test_result.py::test_run_keeps_case"]
+    assert failing.last == ("pkg/result.py", 9)  # __eq__, the last line the test itself ran
+    assert not [loc for loc in diagnosis.locations if loc.function == "Result.__repr__" and loc.score > 0.5]
+    assert diagnosis.locations[0].function in ("run", "Result.__eq__")

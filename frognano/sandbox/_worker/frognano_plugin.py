@@ -101,6 +101,41 @@ def _tail(text: str | None, limit: int) -> str:
     return text if len(text) <= limit else "..." + text[-limit:]
 
 
+# pytest's helpers that explain a failed `assert` (called by the rewritten assertion only once
+# it failed): they call the operands' __repr__ and __eq__, which, in the project, ran only in
+# failing tests, so the spectrum put a `Result.__repr__` (click) at the top of every ranking,
+# and as the last line executed.  Their calls run untraced.
+_REPORTING = ("_saferepr", "_format_assertmsg", "_call_reprcompare")
+
+
+def _untrace_assertion_reports() -> None:
+    try:
+        from _pytest.assertion import rewrite
+    except ImportError:
+        return
+    for name in _REPORTING:
+        fn = getattr(rewrite, name, None)
+        if fn is None or getattr(fn, "_frognano_untraced", False):
+            continue
+        setattr(rewrite, name, _untraced(fn))
+
+
+def _untraced(fn):  # noqa: ANN001, ANN202
+    def call(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        tracer = sys.gettrace()
+        if tracer is None:
+            return fn(*args, **kwargs)
+        sys.settrace(None)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            sys.settrace(tracer)
+
+    call._frognano_untraced = True  # type: ignore[attr-defined]
+    call.__wrapped__ = fn  # type: ignore[attr-defined]
+    return call
+
+
 class LineTracer:
     """Per-test line coverage of the files under ``root``, with the last executed source line.
 
@@ -168,6 +203,7 @@ class LineTracer:
         return local
 
     def start(self) -> None:
+        _untrace_assertion_reports()
         self.lines = {}
         self.last = None
         self.fresh = time.monotonic()
