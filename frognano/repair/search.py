@@ -189,6 +189,15 @@ def quoted_strings(messages: list[str]) -> tuple[str, ...]:
     return tuple(seen)
 
 
+# Operators whose sites are themselves evidence, not guesses: `fix_attribute` only where a
+# failing test's AttributeError names the attribute, `use_parameter` only where the function
+# never reads a parameter whose default it spells out.  The prior's data never saw them (it
+# would give them its smallest weight, so boltons' `.issupserset` fix came 122nd); they weigh
+# twice the likeliest operator: first at their line, and before guesses at lines up to twice
+# as suspicious.
+EVIDENCE_OPERATORS = frozenset({"fix_attribute", "use_parameter"})
+EVIDENCE_WEIGHT = 2.0
+
 # ``ValueError: ...`` / ``E   pkg.errors.ParseError: ...``: a class the failing tests raised.
 _RAISED = re.compile(r"(?:^|[\s(])((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Warning|Exit|Interrupt|Iteration))"
                      r"(?::|$)", re.M)
@@ -287,6 +296,17 @@ class Search:
         except OperatorError:
             return []
 
+    def _function_mutations(self, path: str, function: str) -> list[Mutation]:
+        """The evidence operators' mutations anywhere in ``function`` of ``path``."""
+        source = self.source(path)
+        if source is None:
+            return []
+        try:
+            return mutations(source, path, functions={function}, operators=sorted(EVIDENCE_OPERATORS),
+                             ingredients=self.heard, prepared=self._prepare(path, source))
+        except OperatorError:
+            return []
+
     def _prepare(self, path: str, source: str):
         """``source`` parsed once (``operators.prepare``); OperatorError when it does not parse."""
         if path not in self._prepared:
@@ -308,6 +328,17 @@ class Search:
         for rank, loc in enumerate(top[:3]):
             for m in self._header_mutations(loc):
                 keyed.append(((1, -self.weight(m.operator), _PRIORITY.get(m.operator, 99), rank, m.size), rank, m))
+        # The evidence operators over the whole of each suspicious function: a parameter never
+        # read is a fact about the function, not a line (boltons' args2cmd spells its `sep`
+        # default on a line that ranked 14th, below the top locations).
+        functions: dict[tuple[str, str], int] = {}
+        for rank, loc in enumerate(locations[: 2 * self.max_locations]):
+            if loc.function is not None:
+                functions.setdefault((loc.path, loc.function), rank)
+        for (path, function), rank in functions.items():
+            score = next(loc.score for loc in locations if loc.path == path and loc.function == function)
+            for m in self._function_mutations(path, function):
+                keyed.append(((-round(score * self.weight(m.operator), 4), 0, rank, m.size), rank, m))
         keyed.sort(key=lambda item: item[0])
         seen: set[tuple] = set()
         out: list[Candidate] = []
@@ -320,7 +351,10 @@ class Search:
         return out
 
     def weight(self, operator: str) -> float:
-        """The operator's prior (unseen by the prior's data: the smallest weight it has)."""
+        """The operator's prior (unseen by the prior's data: the smallest weight it has); an
+        operator that only offers what the run itself points at weighs more than the likeliest."""
+        if operator in EVIDENCE_OPERATORS:
+            return EVIDENCE_WEIGHT * max(self.prior.values(), default=1.0)
         return self.prior.get(operator, min(self.prior.values(), default=1.0))
 
     def _candidate(self, muts: tuple[Mutation, ...], rank: int,

@@ -277,3 +277,31 @@ def test_fixes_that_read_an_unread_parameter_and_mend_a_missing_attribute(make_p
     notes = " ".join(map(str, report.fix.notes))
     assert '`" "` -> `sep` (a parameter never read)' in notes
     assert "`.issupserset` -> `.issuperset`" in notes
+
+
+MISSING_ATTRIBUTE = {
+    "sets/__init__.py": "",
+    "sets/cover.py": """
+        def covers(outer, inner, strict=False):
+            big = set(outer)
+            small = set(inner)
+            if strict and len(big) <= len(small):
+                return False
+            count = len(small) + 1 - 1
+            return count >= 0 and big.issupserset(small)
+    """,
+    "tests/test_cover.py": """
+        from sets.cover import covers
+
+        def test_covers():
+            assert covers("abc", "ab")
+    """,
+}
+
+
+def test_an_attribute_the_test_found_missing_is_tried_first(make_project):
+    """The AttributeError names the attribute: that evidence outranks the prior's guesses at
+    the same line (the prior never saw fix_attribute, and used to put it last)."""
+    report = fix(make_project(MISSING_ATTRIBUTE))
+    assert report.status == "fixed", report.message
+    assert report.search.history[0].candidate.mutations[0].operator == "fix_attribute"
