@@ -125,6 +125,12 @@ def lookup(table, key):
 
 def join(words, sep=" ", width=8):
     return " ".join(w.ljust(width) for w in words).issupper()
+
+
+def label(name, kind):
+    if not name:
+        raise ValueError("no name for {kind} " "given")
+    return f"{name} ({kind})"
 '''
 
 
@@ -376,7 +382,7 @@ def test_functions():
     infos = functions(SOURCE)
     names = [f.qualname for f in infos]
     assert names == ["Rect.__init__", "Rect.area", "Rect.is_square", "Rect.fits", "Rect.grow",
-                     "total", "window", "clamp", "both", "drain", "lookup", "join"]
+                     "total", "window", "clamp", "both", "drain", "lookup", "join", "label"]
     square = infos[2]
     assert square == FunctionInfo("Rect.is_square", _line_of("@property"), _line_of("return self.width == self.height"))
 

@@ -51,7 +51,7 @@ from .expressions import (
 )
 from .guards import AddGuard, LoopCondition
 from .handlers import ExtendExcept, NarrowExcept, UnwrapTry, WrapTry
-from .parameters import FixAttribute, InlineParameter, UseParameter
+from .parameters import DropFString, FixAttribute, InlineParameter, MakeFString, UseParameter
 from .ingredients import SwapCallee, SwapException, SwapLiteral
 from .insertions import InsertIf, InsertStatement, RemoveIf
 from .mutation import INVERSES, Mutation, OperatorError
@@ -105,7 +105,7 @@ def _catalogue() -> dict[str, Operator]:
         # Issue 28, from the history corpus's reference patches: exception handling.
         ExtendExcept(), NarrowExcept(), WrapTry(), UnwrapTry(),
         # ... an unread parameter put to use, an attribute the tests found missing.
-        UseParameter(), InlineParameter(), FixAttribute(),
+        UseParameter(), InlineParameter(), FixAttribute(), MakeFString(), DropFString(),
         _InverseOnly("restore_condition", "control", "remove_condition", "put back a removed if"),
         _InverseOnly("wrap_call", "statement", "remove_call", "put back a removed call"),
         _InverseOnly("misspell_attribute", "name", "fix_attribute", "put back a misspelt attribute"),

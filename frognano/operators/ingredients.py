@@ -115,6 +115,7 @@ _CALLEE_GROUPS = [
     ("get", "pop"), ("get", "setdefault"), ("add", "update"), ("union", "intersection"),
     ("intersection", "difference"), ("issubset", "issuperset"), ("search", "match"),
     ("match", "fullmatch"), ("insert", "append"),
+    ("deepcopy", "copy"),  # marshmallow 29265fc: a deep copy of what cannot be pickled
 ]
 _CONFUSABLE: dict[str, list[str]] = {}
 for _group in _CALLEE_GROUPS:

@@ -11,6 +11,10 @@ a parameter as its default.
 raises ``AttributeError: 'set' object has no attribute 'issupserset'`` (boltons ec1ff9f); the
 name quoted by the failing tests' messages is replaced by the closest names the receiver could
 have: the members of the builtin types and the attributes and methods the file itself uses.
+
+``make_fstring`` / ``drop_fstring``: `'Field for "{field_name}" ...'` without its ``f``
+(marshmallow 8f493e6): a string that spells ``{name}`` of names bound in the function or the
+module becomes an f-string, every such part of an implicit concatenation at once.
 """
 
 from __future__ import annotations
@@ -135,3 +139,114 @@ class FixAttribute(Op):
             for other in choices:
                 new = node.with_changes(attr=cst.Name(other))
                 yield Site(node, new, f"`.{attr}` -> `.{other}` (the attribute the tests found missing)")
+
+
+def _placeholders(text: str) -> list[str]:
+    """The names a str.format-style text would read (`{field_name}`, `{obj.__name__}`, `{x!r}`),
+    or [] when it has none or is no valid format string."""
+    import string
+
+    try:
+        parts = list(string.Formatter().parse(text))
+    except ValueError:
+        return []
+    return [field for _, field, _, _ in parts if field]
+
+
+class MakeFString(Op):
+    name, family, inverse = "make_fstring", "literal", "drop_fstring"
+    description = ("a message that spells `{name}` of a name in scope but is no f-string: "
+                   "`'no {field}'` -> `f'no {field}'` (every part of an implicit concatenation)")
+
+    def sites(self, func):
+        bound = set(func.locals) | {func.self_name or "self"}
+        from .scope import module_scope
+
+        bound |= set(module_scope(func.prepared).bound)
+        for node in func.nodes:
+            if isinstance(func.parent(node), (cst.ConcatenatedString, cst.Attribute)):
+                continue  # a part (the whole concatenation is the site), or `'{x}'.format(x=...)`
+            if isinstance(node, cst.ConcatenatedString):
+                parts = list(_flatten(node))
+                if not all(isinstance(p, (cst.SimpleString, cst.FormattedString)) for p in parts):
+                    continue
+            elif isinstance(node, cst.SimpleString):
+                parts = [node]
+            else:
+                continue
+            changed, new_parts = False, []
+            for part in parts:
+                if isinstance(part, cst.SimpleString) and self._formats(part, bound):
+                    new_parts.append(_as_fstring(part))
+                    changed = True
+                else:
+                    new_parts.append(part)
+            if not changed:
+                continue
+            new = _rebuild(node, new_parts)
+            if new is not None:
+                yield Site(node, new, f"`{func.code(node, 32)}` -> an f-string")
+
+    @staticmethod
+    def _formats(part: cst.SimpleString, bound: set[str]) -> bool:
+        prefix = part.prefix.lower()
+        if "b" in prefix or "f" in prefix:
+            return False
+        try:
+            text = part.evaluated_value
+        except Exception:  # noqa: BLE001
+            return False
+        fields = _placeholders(text) if isinstance(text, str) else []
+        heads = [f.split(".", 1)[0].split("[", 1)[0].split("!", 1)[0].split(":", 1)[0] for f in fields]
+        return bool(heads) and all(h.isidentifier() and h in bound for h in heads)
+
+
+class DropFString(Op):
+    name, family, inverse = "drop_fstring", "literal", "make_fstring"
+    description = "forget the f of an f-string that only reads names: `f'no {field}'` -> `'no {field}'`"
+
+    def sites(self, func):
+        for node in func.of_type(cst.FormattedString):
+            if not all(isinstance(p, cst.FormattedStringText)
+                       or (isinstance(p, cst.FormattedStringExpression) and isinstance(p.expression, (cst.Name, cst.Attribute))
+                           and p.format_spec is None)
+                       for p in node.parts):
+                continue
+            if not any(isinstance(p, cst.FormattedStringExpression) for p in node.parts):
+                continue
+            text = func.module.code_for_node(node)
+            prefix = node.start[:-1] if node.start else ""
+            plain = prefix.replace("f", "").replace("F", "")
+            try:
+                new = cst.parse_expression(plain + text[len(prefix):])
+            except cst.ParserSyntaxError:
+                continue
+            if not isinstance(new, cst.SimpleString):
+                continue
+            yield Site(node, new, f"`{func.code(node, 32)}` -> a plain string (its f dropped)")
+
+
+def _flatten(node: cst.ConcatenatedString):
+    for side in (node.left, node.right):
+        if isinstance(side, cst.ConcatenatedString):
+            yield from _flatten(side)
+        else:
+            yield side
+
+
+def _as_fstring(part: cst.SimpleString) -> cst.BaseExpression:
+    return cst.parse_expression("f" + part.value)
+
+
+def _rebuild(node: cst.CSTNode, parts: list[cst.CSTNode]) -> cst.CSTNode | None:
+    """``node`` (a string or an implicit concatenation) with its parts replaced in order."""
+    if not isinstance(node, cst.ConcatenatedString):
+        return parts[0]
+    it = iter(parts)
+
+    def walk_(n: cst.ConcatenatedString) -> cst.ConcatenatedString:
+        left = walk_(n.left) if isinstance(n.left, cst.ConcatenatedString) else next(it)
+        right = walk_(n.right) if isinstance(n.right, cst.ConcatenatedString) else next(it)
+        return n.with_changes(left=left, right=right)
+
+    return walk_(node)

@@ -305,3 +305,35 @@ def test_an_attribute_the_test_found_missing_is_tried_first(make_project):
     report = fix(make_project(MISSING_ATTRIBUTE))
     assert report.status == "fixed", report.message
     assert report.search.history[0].candidate.mutations[0].operator == "fix_attribute"
+
+
+UNFORMATTED = {
+    "forms/__init__.py": "",
+    "forms/check.py": """
+        def require(field_name, value):
+            if value is None:
+                raise ValueError('Field "{field_name}" is '
+                                 'required.')
+            return value
+    """,
+    "tests/test_check.py": """
+        import pytest
+
+        from forms.check import require
+
+        def test_message_names_the_field():
+            with pytest.raises(ValueError, match='Field "email" is required'):
+                require("email", None)
+
+        def test_value():
+            assert require("age", 3) == 3
+    """,
+}
+
+
+def test_a_message_that_spells_a_name_in_braces_becomes_an_f_string(make_project):
+    """marshmallow 8f493e6: an f prefix forgotten on a message naming `{field_name}`."""
+    report = fix(make_project(UNFORMATTED))
+    assert report.status == "fixed", report.message
+    assert "an f-string" in " ".join(map(str, report.fix.notes))
+    assert "raise ValueError(f'Field \"{field_name}\" is '" in report.fix.patch.edits[0].after
