@@ -451,3 +451,13 @@ def test_inverse_round_trip_on_project_sources():
             checked += 1
     if not checked:
         pytest.skip("no parseable project source")
+
+
+def test_a_match_statement_is_walked_case_by_case():
+    """`match` has no body of its own (more-itertools uses it): the statement pool walked
+    `stmt.body` and every search of such a file crashed the CLI."""
+    source = ("def kind(x):\n    total = 0\n    match x:\n        case 1:\n            total = 2\n"
+              "        case _:\n            total += 3\n    return total\n")
+    found = mutations(source, "m.py")
+    assert found and all(ast.parse(m.apply(source)) for m in found)
+    assert any(m.operator == "insert_statement" for m in found)

@@ -199,6 +199,8 @@ def _small_if(node: cst.If) -> bool:
 
 
 def _suites(stmt: cst.BaseCompoundStatement) -> list[cst.BaseSuite]:
+    if isinstance(stmt, cst.Match):  # no body of its own: one per `case` (more-itertools has them)
+        return [case.body for case in stmt.cases]
     out = [stmt.body]
     orelse = getattr(stmt, "orelse", None)
     while orelse is not None:  # elif chains nest
