@@ -44,18 +44,16 @@ import json
 import math
 import os
 import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import _table  # benchmarks/_table.py: this script's own folder is on sys.path
+from _proc import Ran, run  # benchmarks/_proc.py
 
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = Path(__file__).resolve().parent / "realbugs"
@@ -146,28 +144,6 @@ def layout_problems(case: Case) -> list[str]:
 
 
 # -- running pytest and the CLI -------------------------------------------------------------------
-
-@dataclass
-class Ran:
-    rc: int | None  # None: killed at the time limit
-    seconds: float
-    stdout: str
-    stderr: str
-
-
-def run(cmd: list[str], cwd: Path, timeout: float, env: dict[str, str] | None = None) -> Ran:
-    """``cmd`` in its own process group, so a hanging test's children die with it at the limit."""
-    start = time.monotonic()
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-        return Ran(proc.returncode, time.monotonic() - start, out, err)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        return Ran(None, time.monotonic() - start, out, err)
-
 
 def pytest(project: Path, *args: str, timeout: float = CHECK_TIMEOUT) -> Ran:
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}

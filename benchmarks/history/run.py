@@ -58,13 +58,11 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -73,6 +71,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 sys.path.insert(0, str(HERE.parent))  # benchmarks/: _table
 import _table  # noqa: E402  (benchmarks/_table.py)
+from _proc import Ran, run  # noqa: E402  (benchmarks/_proc.py)
 
 CORPUS = HERE / "corpus"
 SLOW_S = 120.0  # the "over 120 s" column
@@ -438,34 +437,6 @@ def at_changed_lines(task: Task, diff: str, targets: dict[str, set[int]] | None 
 
 
 # -- running pytest and the CLI -------------------------------------------------------------------
-
-@dataclass
-class Ran:
-    rc: int | None  # None: killed at the time limit
-    seconds: float
-    stdout: str
-    stderr: str
-
-
-def run(cmd: list[str], cwd: Path, timeout: float, env: dict[str, str] | None = None) -> Ran:
-    """``cmd`` in its own process group, so a hanging test's children die with it at the limit."""
-    start = time.monotonic()
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, errors="replace", start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-        return Ran(proc.returncode, time.monotonic() - start, out, err)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        return Ran(None, time.monotonic() - start, out, err)
-    except BaseException:  # Ctrl-C: no orphaned test processes
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        raise
-
 
 def project_pythonpath(copy: Path) -> str:
     return str(copy / "src") if (copy / "src").is_dir() else str(copy)
