@@ -20,12 +20,14 @@ module becomes an f-string, every such part of an implicit concatenation at once
 from __future__ import annotations
 
 import difflib
+import string
 from functools import lru_cache
 
 import libcst as cst
 
 from .context import Op, Site
 from .nodes import walk
+from .scope import module_scope
 
 MAX_ATTRIBUTES = 3  # closest names tried per missing attribute
 _BUILTIN_TYPES = (str, bytes, list, dict, set, frozenset, tuple, int, float, complex, bytearray)
@@ -43,15 +45,16 @@ def _literal_text(node: cst.CSTNode | None) -> str | None:
     return None
 
 
+def _literal_defaults(func) -> dict[str, cst.BaseExpression]:
+    """Parameters whose default is a simple literal: name -> the default's node."""
+    p = func.node.params
+    return {param.name.value: param.default for param in (*p.posonly_params, *p.params, *p.kwonly_params)
+            if _literal_text(param.default) is not None}
+
+
 def _defaults(func) -> dict[str, str]:
     """Parameters with a literal default: name -> the default's canonical text."""
-    p = func.node.params
-    out = {}
-    for param in (*p.posonly_params, *p.params, *p.kwonly_params):
-        text = _literal_text(param.default)
-        if text is not None and param.name.value not in ("self", "cls"):
-            out[param.name.value] = text
-    return out
+    return {name: _literal_text(node) for name, node in _literal_defaults(func).items()}
 
 
 def _read_names(func) -> set[str]:
@@ -87,9 +90,7 @@ class InlineParameter(Op):
     description = "ignore a parameter: a read of it -> its default spelled out (`sep.join(xs)` -> `' '.join(xs)`)"
 
     def sites(self, func):
-        p = func.node.params
-        spelled = {param.name.value: param.default for param in (*p.posonly_params, *p.params, *p.kwonly_params)
-                   if _literal_text(param.default) is not None}
+        spelled = _literal_defaults(func)
         if not spelled:
             return
         reads = [n for n in func.of_type(cst.Name) if n.value in spelled and func.is_load(n)]
@@ -144,8 +145,6 @@ class FixAttribute(Op):
 def _placeholders(text: str) -> list[str]:
     """The names a str.format-style text would read (`{field_name}`, `{obj.__name__}`, `{x!r}`),
     or [] when it has none or is no valid format string."""
-    import string
-
     try:
         parts = list(string.Formatter().parse(text))
     except ValueError:
@@ -159,10 +158,7 @@ class MakeFString(Op):
                    "`'no {field}'` -> `f'no {field}'` (every part of an implicit concatenation)")
 
     def sites(self, func):
-        bound = set(func.locals) | {func.self_name or "self"}
-        from .scope import module_scope
-
-        bound |= set(module_scope(func.prepared).bound)
+        bound = set(func.locals) | {func.self_name or "self"} | set(module_scope(func.prepared).bound)
         for node in func.nodes:
             if isinstance(func.parent(node), (cst.ConcatenatedString, cst.Attribute)):
                 continue  # a part (the whole concatenation is the site), or `'{x}'.format(x=...)`
