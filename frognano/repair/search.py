@@ -54,6 +54,9 @@ ALT_CANDIDATES = 24
 ALT_SECONDS = 10.0
 ALT_LOCATIONS = 3
 MAX_ALTERNATIVES = 3  # verified alternatives offered beside the fix
+# Seconds past the search's budget at which a candidate's run in flight is killed (its verdict
+# then is no fix): enough for a run that was almost done, far less than a test may hang.
+HARD_GRACE = 3.0
 
 
 @dataclass(frozen=True)
@@ -95,8 +98,9 @@ class _Lanes:
     validated, as one at a time they would not be.
     """
 
-    def __init__(self, lanes: list[Verifier], candidates: list[Candidate]) -> None:
+    def __init__(self, lanes: list[Verifier], candidates: list[Candidate], deadline: float | None = None) -> None:
         self.lanes = lanes
+        self.deadline = deadline  # time.monotonic() past which no lane's run goes on
         self.candidates = candidates
         self.keep: Callable[[Candidate], bool] | None = None  # once set: which are still validated
         self._done: dict[int, CandidateResult | BaseException | None] = {}
@@ -107,15 +111,27 @@ class _Lanes:
                          for i, lane in enumerate(lanes)] if len(lanes) > 1 else []
 
     def __enter__(self) -> _Lanes:
+        self._bound(self.deadline)
         for thread in self._threads:
             thread.start()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
         with self._cond:
             self._stop = True
+        if exc_type is not None:
+            # An interrupt (Ctrl-C, SIGTERM) or an error: the runs in flight are killed now, not
+            # finished first (one candidate's run can take as long as a test may hang).
+            self._bound(time.monotonic())
         for thread in self._threads:
             thread.join()
+        self._bound(None)
+
+    def _bound(self, deadline: float | None) -> None:
+        for lane in self.lanes:
+            runner = getattr(lane, "runner", None)  # a verifier without a runner has no runs to kill
+            if runner is not None:
+                runner.deadline = deadline
 
     def results(self) -> Iterator[tuple[Candidate, CandidateResult | None]]:
         for i, cand in enumerate(self.candidates):
@@ -242,6 +258,7 @@ class Search:
         self.max_candidates = max_candidates
         self.max_pairs = max_pairs
         self.seconds = seconds
+        self._hard: float | None = None  # set by run()
         self.progress = progress or Silent()
         self.cancel = cancel or threading.Event()
         self._sources: dict[str, str | None] = {}
@@ -388,6 +405,10 @@ class Search:
     # -- the search -----------------------------------------------------------------------
     def run(self, locations: list[Location]) -> SearchResult:
         started = time.monotonic()
+        # Candidate runs are killed this long after the budget ends: the search checks its time
+        # only between candidates, and one run (a test that hangs, a fresh interpreter after the
+        # warm server was lost) could otherwise outlive it by minutes.
+        self._hard = started + self.seconds + HARD_GRACE
         result = SearchResult()
         singles = self.singles(locations)
         result.generated = len(singles)
@@ -405,7 +426,7 @@ class Search:
                 break
             # Alternatives alone are not worth opening a lane for either.
             one = first or (bool(winners) and self._opened is None)
-            with _Lanes([self.verifier] if one else self._open_lanes(len(todo)), chunk) as lanes:
+            with _Lanes([self.verifier] if one else self._open_lanes(len(todo)), chunk, self._hard) as lanes:
                 lanes.keep = keep
                 for cand, outcome in lanes.results():
                     if winners:  # a fix is verified: a bounded look for alternatives at the top locations
@@ -534,7 +555,7 @@ class Search:
         result.pairs_pruned, result.duplicates = self.pruned, self.duplicates
         while pairs:
             verified: Tried | None = None
-            with _Lanes(self._open_lanes(len(pairs)), pairs) as lanes:
+            with _Lanes(self._open_lanes(len(pairs)), pairs, self._hard) as lanes:
                 for i, (cand, outcome) in enumerate(lanes.results()):
                     if self._stop(started, result) and not (outcome is not None and outcome.verified):
                         return None

@@ -92,6 +92,9 @@ class Watch:
         self.since = time.monotonic()
         self.killed = False  # set when the controller killed the run for hanging (or cancelled it)
         self.cancel: threading.Event | None = None
+        # time.monotonic() past which the run is killed whatever it is doing (the search's end:
+        # a candidate run must not outlive the budget that pays for it).
+        self.deadline: float | None = None
 
     def poll(self) -> None:
         try:
@@ -117,6 +120,8 @@ class Watch:
     def overdue(self) -> bool:
         if self.cancel is not None and self.cancel.is_set():
             return True  # the caller gave up on this run: kill it like a hung one
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            return True
         self.poll()
         if self.current is None:
             limit = self.collect_timeout

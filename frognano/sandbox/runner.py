@@ -111,6 +111,9 @@ class TestRunner(WarmServerClient):
         # Set by the caller (the engine during a fix, the language server on a new save): a run
         # in flight is killed as soon as it is set, and its result comes back marked cancelled.
         self.cancel: threading.Event | None = None
+        # Set by the caller (the search, for its candidates): no run outlives this moment
+        # (time.monotonic()); a run in flight then is killed, and nothing is relaunched.
+        self.deadline: float | None = None
 
     # -- public ---------------------------------------------------------------------------
     def run(
@@ -170,13 +173,21 @@ class TestRunner(WarmServerClient):
             if cancel is not None and cancel.is_set():
                 total.cancelled = True  # the killed test is not a timeout or a crash: no verdict
                 break
+            if self.deadline is not None and time.monotonic() > self.deadline:
+                total.cancelled = True  # the caller's time ran out mid-run: no verdict either
+                break
             if running is not None:
                 total.tests[running] = self._unfinished(running, killed, code, unfinished, timeouts or {})
                 if killed and stop_on_timeout:
                     break
-            elif killed and not part.collected:
+            elif killed and not part.tests:
+                # Killed before any test started: a relaunch would do the same again (it once
+                # did, 25 times at collect_timeout each, in a fresh process after the warm server
+                # was lost).
+                what = "collection" if not part.collected else "the run's start (collection, session set-up)"
                 total.collect_errors.append(CollectError(
-                    "", f"collection took longer than {self.config.collect_timeout:g} s and was killed"))
+                    "", f"{what} took longer than {self.config.collect_timeout:g} s and was killed"))
+                break
             if running is None and not killed:
                 break
             wanted = pending if pending is not None else total.collected
@@ -311,10 +322,14 @@ class TestRunner(WarmServerClient):
                         "namespaces": _NAMESPACES},
         }
 
+    def _watch(self, req: dict, timeouts: dict[str, float], cancel: threading.Event | None) -> Watch:
+        watch = Watch(Path(req["results"]), self.config.timeout, timeouts, self.config.collect_timeout)
+        watch.cancel, watch.deadline = cancel, self.deadline
+        return watch
+
     def _run_once(self, nodeids, args, options, timeouts, cancel=None, *, fresh=False):
         req = self._request(nodeids, args, options, timeouts)
-        watch = Watch(Path(req["results"]), self.config.timeout, timeouts, self.config.collect_timeout)
-        watch.cancel = cancel
+        watch = self._watch(req, timeouts, cancel)
         if not fresh and not self._server_failed and self._server is None:
             self._start_server()
         self.runs += 1
@@ -331,14 +346,13 @@ class TestRunner(WarmServerClient):
                     Path(req["results"]).unlink(missing_ok=True)
                     Path(req["results"] + ".lines").unlink(missing_ok=True)
                     req = self._request(nodeids, args, options, timeouts)
-                    watch = Watch(Path(req["results"]), self.config.timeout, timeouts, self.config.collect_timeout)
-                    watch.cancel = cancel
+                    watch = self._watch(req, timeouts, cancel)
                     killed, code = self._run_warm(req, watch)
             except ServerLost as exc:
                 log.warning("warm test server lost (%s); using fresh processes", exc)
                 self._server, self._server_failed, self.warm_reason = None, True, str(exc)
                 req = self._request(nodeids, args, options, timeouts)
-                watch = Watch(Path(req["results"]), self.config.timeout, timeouts, self.config.collect_timeout)
+                watch = self._watch(req, timeouts, cancel)
                 killed, code = self._run_fresh(req, watch)
         else:
             killed, code = self._run_fresh(req, watch)

@@ -2,6 +2,7 @@
 
 import logging
 import sys
+import time
 
 import pytest
 
@@ -148,6 +149,58 @@ def test_hangs_crashes_and_output_are_contained(make_project, warm):
     assert "MemoryError" in run.tests[prefix + "test_memory"].message
     assert len(run.tests[prefix + "test_noisy"].stdout) <= 510
     assert "SIGKILL" in run.tests[prefix + "test_suicide"].message
+
+
+@pytest.mark.parametrize("warm", [True, False])
+def test_a_deadline_kills_the_run_in_flight_and_relaunches_nothing(make_project, warm):
+    """The search's end bounds a candidate's run: a test that would hang for a minute (its own
+    limit 30 s) is killed at the deadline, the tests after it are not started, and the result
+    is marked cancelled (no verdict), not a timeout of the test."""
+    root = make_project({
+        "tests/test_slow.py": """
+            import time
+
+            def test_hang():
+                time.sleep(60)
+
+            def test_after():
+                pass
+        """,
+    })
+    with Workspace(root) as ws:
+        ws.sync()
+        with TestRunner(ws, RunnerConfig(timeout=30.0, warm=warm)) as runner:
+            runner.run(["tests/test_slow.py::test_after"])  # the warm session starts outside the deadline
+            runner.deadline = time.monotonic() + 3.0
+            started = time.monotonic()
+            run = runner.run(["tests/test_slow.py::test_hang", "tests/test_slow.py::test_after"])
+            took = time.monotonic() - started
+    assert run.cancelled
+    assert "tests/test_slow.py::test_after" not in run.tests
+    assert took < 15.0  # not the 30 s limit, not a relaunch
+
+
+def test_a_run_killed_before_any_test_starts_is_not_relaunched(make_project):
+    """Collection that outlives collect_timeout is one collection error, not 25 relaunches of
+    the same (each another collect_timeout)."""
+    root = make_project({
+        "tests/test_slow_import.py": """
+            import time
+            time.sleep(30)
+
+            def test_a():
+                pass
+        """,
+    })
+    with Workspace(root) as ws:
+        ws.sync()
+        with TestRunner(ws, RunnerConfig(warm=False, collect_timeout=1.5)) as runner:
+            started = time.monotonic()
+            run = runner.run(["tests/test_slow_import.py::test_a"])
+            took = time.monotonic() - started
+    assert not run.tests
+    assert len(run.collect_errors) == 1 and "was killed" in run.collect_errors[0].summary
+    assert took < 12.0
 
 
 def test_collection_errors_are_their_own_kind(make_project):
