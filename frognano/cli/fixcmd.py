@@ -13,6 +13,7 @@ import dataclasses
 import json
 import logging
 import shlex
+import time
 from pathlib import Path
 
 import click
@@ -92,13 +93,14 @@ def run_fix(opts: FixOptions) -> int:
 
 def _search(ws: Workspace, settings: Settings, renderer: FixRenderer, opts: FixOptions) -> FixReport:
     with ws, renderer.live(), Engine(ws, settings, progress=renderer) as engine:
+        started = time.monotonic()  # fix_seconds counts the diagnosis shown first, too
         try:
             diagnosis = engine.diagnose(opts.keyword)
         except FrogNanoError as exc:
             return FixReport("error", message=str(exc), notes=engine.notes, exit_code=exc.exit_code)
         if not opts.as_json:
             renderer.diagnosis(diagnosis)
-        return engine.fix(opts.keyword, diagnosis=diagnosis)
+        return engine.fix(opts.keyword, diagnosis=diagnosis, started=started)
 
 
 def _check_model(settings: Settings) -> str | None:

@@ -358,13 +358,16 @@ class Engine:
         return localize(run, coverage, self._read, limit=max(20, self.settings.max_locations), recent=recent)
 
     def fix(self, k: str | None = None, cancel: threading.Event | None = None, *,
-            diagnosis: Diagnosis | None = None) -> FixReport:
+            diagnosis: Diagnosis | None = None, started: float | None = None) -> FixReport:
         """The whole path: diagnose, search, confirm.  Errors become an ``error`` report.
 
         A ``diagnosis`` from an incremental session (watch mode) is used instead of running the
         suite again.  ``fix_seconds`` bounds the whole: the search gets what the test runs left.
+        ``started`` (``time.monotonic()``): when the fix began, if before this call (the CLI
+        runs the diagnosis itself, to show it before the search); a reused session's diagnosis
+        is not counted.
         """
-        started = time.monotonic()
+        started = time.monotonic() if started is None else started
         try:
             diagnosis = self.diagnose(k) if diagnosis is None else diagnosis
         except FrogNanoError as exc:

@@ -177,6 +177,20 @@ def test_fix_seconds_gives_the_search_what_the_test_runs_left(make_project):
         assert 36 <= engine.search_budget(diagnosis, time.monotonic() - 30) <= 100 - 30 - 100 / 3
 
 
+def test_fix_seconds_counts_a_diagnosis_the_caller_ran_first(make_project):
+    """The CLI diagnoses before it calls fix() (to show the failures first): given when that
+    began, the search gets what is left of fix_seconds, not fix_seconds afresh (more-itertools'
+    63 s diagnosis had made a 110 s bound a 140 s fix)."""
+    import time
+
+    with Workspace(make_project(TWO_BUGS)) as ws, Engine(ws, Settings(fix_seconds=100, search_seconds=300)) as engine:
+        diagnosis = engine.diagnose()
+        diagnosis.run.duration = 1.0
+        report = engine.fix(diagnosis=diagnosis, started=time.monotonic() - 60)
+        assert 37 <= report.search.budget <= 39  # 100 - 60 already spent - 1 to confirm
+        assert engine.fix(diagnosis=diagnosis).search.budget >= 97  # a reused diagnosis is not counted
+
+
 def test_a_search_cut_short_by_fix_seconds_says_so(make_project, monkeypatch):
     from frognano.repair import engine as engine_module
 
