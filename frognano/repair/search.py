@@ -129,9 +129,7 @@ class _Lanes:
 
     def _bound(self, deadline: float | None) -> None:
         for lane in self.lanes:
-            runner = getattr(lane, "runner", None)  # a verifier without a runner has no runs to kill
-            if runner is not None:
-                runner.deadline = deadline
+            lane.runner.deadline = deadline
 
     def results(self) -> Iterator[tuple[Candidate, CandidateResult | None]]:
         for i, cand in enumerate(self.candidates):
