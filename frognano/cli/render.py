@@ -157,6 +157,11 @@ class FixRenderer:
                 for t in s.best:
                     c.print(f"    {'; '.join(map(str, t.candidate.notes))} — fixes {len(t.result.fixed)} of "
                             f"{len(report.failing)}, breaks {len(t.result.broken)}", markup=False)
+            located = report.diagnosis.locations[:3] if report.diagnosis is not None else []
+            if any(loc.moved for loc in located):  # the search's edits ranked the lines again
+                c.print("  likeliest lines, by what the edits did to the failing tests:")
+                for loc in located:
+                    c.print(f"    {loc.describe()}", markup=False)
             if next_steps:
                 self._next_steps(report, path, suggest_model and not report.episodes)
             return

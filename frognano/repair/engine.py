@@ -22,10 +22,11 @@ from ..sandbox.runner import RunnerConfig, TestRunner
 from ..sandbox.spectra import CoverageMap
 from ..sandbox.workspace import Workspace
 from .collection import collect_error
+from .evidence import refine
 from .localize import Location, localize
 from .recent import GreenSnapshot, git_changes, merge
 from .patch import EpisodeRecord, Fix
-from .search import Search, SearchResult
+from .search import HARD_GRACE, Search, SearchResult
 from .verify import Verifier
 
 if TYPE_CHECKING:
@@ -38,6 +39,10 @@ log = logging.getLogger(__name__)
 # However little of fix_seconds the test runs left, the search gets this long: a budget of a
 # few seconds would end every fix on a large suite with "ran out of time after 0 candidates".
 MIN_SEARCH_SECONDS = 10.0
+# With a model configured, the search gets this share of what fix_seconds leaves; the model's
+# episodes get the rest (and any the search does not use).  Half: on a real suite the search
+# alone can use every second, and a model given none would never run.
+SEARCH_SHARE_WITH_MODEL = 0.5
 
 
 class NothingToTest(UsageError):
@@ -106,7 +111,8 @@ class FixReport:
             out["failures"] = [_failure_json(nodeid, self.diagnosis.run) for nodeid in self.failing]
             out["suspicious"] = [
                 {"path": loc.path, "line": loc.line, "end_line": loc.end_line,
-                 "score": round(loc.score, 4), "function": loc.function}
+                 "score": round(loc.score, 4), "function": loc.function,
+                 **({"edits": loc.edits, "moved": loc.moved} if loc.edits else {})}
                 for loc in self.diagnosis.locations[:10]
             ]
         if self.search is not None:
@@ -381,17 +387,23 @@ class Engine:
                              diagnosis=diagnosis, notes=self.notes)
         verifier = self.verifier(diagnosis)
         deadline = started + self.settings.fix_seconds if self.settings.fix_seconds else None
-        result = self.search(diagnosis, verifier, cancel, budget=self.search_budget(diagnosis, started),
-                             deadline=deadline)
+        with_model = self._model is not None or bool(self.settings.model)
+        budget = self.search_budget(diagnosis, started, share=SEARCH_SHARE_WITH_MODEL if with_model else 1.0)
+        result = self.search(diagnosis, verifier, cancel, budget=budget, deadline=deadline)
+        # What the search's edits did to the failing tests ranks the suspicious lines again
+        # (the report's, the episodes' first observation, the editor's after a fix job).
+        fixed_at = [(n.path, n.line) for n in result.fix.notes] if result.fix is not None else []
+        diagnosis = dataclasses.replace(diagnosis, locations=refine(diagnosis.locations, result.history,
+                                                                    len(failing), fixed_at))
         if result.fix is not None:
             for found in (result.fix, *result.alternatives):
                 found.edits_tests = verifier.edits_tests(found.patch)
             return FixReport("fixed", failing, result.fix, result.fix.verified.describe(),
                              diagnosis, result, self.notes, EXIT_OK)
         report = FixReport("unfixed", failing, None, "", diagnosis, result, self.notes, EXIT_UNFIXED)
-        if result.stopped != "cancelled" and (self._model is not None or self.settings.model):
+        if result.stopped != "cancelled" and with_model:
             try:
-                self._episodes(report, verifier, cancel)
+                self._episodes(report, verifier, cancel, deadline)
             except FrogNanoError as exc:  # the model cannot be loaded or reached
                 report.status, report.message, report.exit_code = "error", str(exc), exc.exit_code
                 return report
@@ -452,17 +464,17 @@ class Engine:
                         timeout=self.settings.timeout, factor=self.settings.candidate_timeout_factor,
                         allow_test_edits=self.settings.allow_test_edits, outside=diagnosis.outside)
 
-    def search_budget(self, diagnosis: Diagnosis, started: float) -> float:
-        """The search's seconds under ``fix_seconds`` (counted from ``started``): what is left,
-        less the time to confirm a fix (a fresh run of the selected tests, about as long as the
-        diagnosis run, at most a third of the budget); never under ``MIN_SEARCH_SECONDS``, never
-        over ``search_seconds``."""
+    def search_budget(self, diagnosis: Diagnosis, started: float, *, share: float = 1.0) -> float:
+        """The search's seconds under ``fix_seconds`` (counted from ``started``): ``share`` of
+        what is left, less the time to confirm a fix (a fresh run of the selected tests, about as
+        long as the diagnosis run, at most a third of the budget); never under
+        ``MIN_SEARCH_SECONDS``, never over ``search_seconds``."""
         s = self.settings
         if not s.fix_seconds:
             return s.search_seconds
         left = s.fix_seconds - (time.monotonic() - started)
         confirm = min(diagnosis.run.duration, s.fix_seconds / 3)
-        return min(s.search_seconds, max(MIN_SEARCH_SECONDS, left - confirm))
+        return min(s.search_seconds, max(MIN_SEARCH_SECONDS, (left - confirm) * share))
 
     def search(self, diagnosis: Diagnosis, verifier: Verifier,
                cancel: threading.Event | None = None, *, budget: float | None = None,
@@ -508,14 +520,31 @@ class Engine:
             lanes.append(verifier.lane(ws, runner))
         return lanes
 
-    def _episodes(self, report: FixReport, verifier: Verifier, cancel: threading.Event | None) -> None:
-        """Up to ``settings.episodes`` model episodes; the first verified patch becomes the fix."""
+    def _episodes(self, report: FixReport, verifier: Verifier, cancel: threading.Event | None,
+                  deadline: float | None = None) -> None:
+        """Up to ``settings.episodes`` model episodes; the first verified patch becomes the fix.
+        ``deadline`` (``time.monotonic()``, from ``fix_seconds``): an episode still going then is
+        cancelled, its test runs killed, and no further one starts."""
+        with _until(cancel, deadline) as stop:
+            # Test runs get the search's grace: one almost done when the time ends still counts.
+            self.runner.deadline = None if deadline is None else deadline + HARD_GRACE
+            try:
+                self._run_episodes(report, verifier, stop)
+            finally:
+                self.runner.deadline = None
+        ran = len(report.episodes)
+        if report.fix is None and deadline is not None and time.monotonic() >= deadline \
+                and not (cancel is not None and cancel.is_set()):
+            report.notes = [*report.notes, f"model episodes stopped after {ran} of {self.settings.episodes}: "
+                            f"fix_seconds = {self.settings.fix_seconds:g} ran out"]
+
+    def _run_episodes(self, report: FixReport, verifier: Verifier, cancel: threading.Event) -> None:
         from .agent import EpisodeStatus
 
         diagnosis, search = report.diagnosis, report.search
         assert diagnosis is not None and search is not None
         for i in range(self.settings.episodes):
-            if cancel is not None and cancel.is_set():
+            if cancel.is_set():
                 break
             self.progress.phase(f"model episode {i + 1} of {self.settings.episodes}")
             episode, _ = self.model_episode(diagnosis, verifier, search, i, cancel,
@@ -594,3 +623,27 @@ def _candidate_infos(search: SearchResult, limit: int | None = None):
         m = cand.mutations[0]
         infos.append(CandidateInfo(m.path, m.line, m.description, m.apply, fixed))
     return infos[:limit]
+
+
+@contextlib.contextmanager
+def _until(cancel: threading.Event | None, deadline: float | None) -> Iterator[threading.Event]:
+    """An event set when ``cancel`` is, or when ``deadline`` (``time.monotonic()``) passes:
+    episodes and models know one cancel event, and a fix's time limit is one more reason to stop."""
+    if deadline is None:
+        yield cancel or threading.Event()
+        return
+    stop, done = threading.Event(), threading.Event()
+
+    def watch() -> None:
+        while not done.wait(0.05):
+            if (cancel is not None and cancel.is_set()) or time.monotonic() >= deadline:
+                stop.set()
+                return
+
+    watcher = threading.Thread(target=watch, name="fix-deadline", daemon=True)
+    watcher.start()
+    try:
+        yield stop
+    finally:
+        done.set()
+        watcher.join()

@@ -47,6 +47,10 @@ class Location:
     function: str | None = None  # enclosing function or method, e.g. "Rect.area"
     changed: bool = False  # the user changed it since the last commit or green run
     named: bool = False  # its function is named in a failing test, or called from one directly
+    # After a search (``repair/evidence.py``): single edits tried here, and those that changed
+    # what a failing test saw.
+    edits: int = 0
+    moved: int = 0
 
     @property
     def lines(self) -> range:
@@ -61,6 +65,8 @@ class Location:
             extra.append("last executed line")
         if self.changed:
             extra.append("changed recently")
+        if self.edits:
+            extra.append(f"{self.moved} of {self.edits} edit{'s' * (self.edits > 1)} here changed the failing tests")
         return f"{where} ({', '.join(extra)})" + (f" in {self.function}" if self.function else "")
 
 

@@ -54,6 +54,10 @@ ALT_CANDIDATES = 24
 ALT_SECONDS = 10.0
 ALT_LOCATIONS = 3
 MAX_ALTERNATIVES = 3  # verified alternatives offered beside the fix
+# Operators whose fix is the same at every place with the same text: an attribute the tests
+# found missing raises wherever it is read, so a fix that mends one read leaves the same bug at
+# the others the tests did not reach (boltons ec1ff9f: `issupserset` at two places).
+SIBLING_OPERATORS = frozenset({"fix_attribute"})
 # Seconds past the search's budget at which a candidate's run in flight is killed (its verdict
 # then is no fix): enough for a run that was almost done, far less than a test may hang.
 HARD_GRACE = 3.0
@@ -449,6 +453,8 @@ class Search:
                             found_at, top = time.monotonic(), max(cand.rank, ALT_LOCATIONS - 1)
                             keep = lanes.keep = lambda c, top=top: c.rank <= top
         fix, result.alternatives = self._confirm(winners)
+        if fix is not None:
+            fix, result.alternatives = self._complete(fix, result.alternatives, winners)
         if fix is None and result.stopped is None:
             fix = self._pairs(singles, tried, started, result, total)
         result.fix = fix
@@ -515,6 +521,34 @@ class Search:
                 since = since or time.monotonic()
                 fixes.append(Fix(t.candidate.patch, verification, "search", t.candidate.notes))
         return (fixes[0], fixes[1:]) if fixes else (None, [])
+
+    def _complete(self, fix: Fix, alternatives: list[Fix], winners: list[Tried]) -> tuple[Fix, list[Fix]]:
+        """``fix`` made at every place of its file with the same mistake, when its operator's
+        fix is the same wherever the text is (``SIBLING_OPERATORS``) and that verifies too: then
+        it is the fix, and the single edit the first alternative."""
+        won = next((t for t in winners if t.candidate.patch is fix.patch), None)
+        if won is None or len(won.candidate.mutations) != 1 or self.cancel.is_set():
+            return fix, alternatives
+        m = won.candidate.mutations[0]
+        source = self.source(m.path)
+        if m.operator not in SIBLING_OPERATORS or source is None:
+            return fix, alternatives
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            return fix, alternatives
+        try:
+            same = [x for x in mutations(source, m.path, operators=[m.operator], ingredients=self.heard,
+                                         prepared=self._prepare(m.path, source))
+                    if x.description == m.description and x.start != m.start]
+        except OperatorError:
+            return fix, alternatives
+        cand = self._candidate((m, *same), won.candidate.rank, set()) if same else None
+        if cand is None or not self.verifier.check(cand.patch).verified:
+            return fix, alternatives
+        verification = self.verifier.confirm(cand.patch)
+        if verification is None:
+            return fix, alternatives
+        log.info("the same fix at %d more place%s of %s verifies too", len(same), "s" * (len(same) > 1), m.path)
+        return Fix(cand.patch, verification, "search", cand.notes), [fix, *alternatives][:MAX_ALTERNATIVES]
 
     def _pair_order(self, singles: list[Candidate], tried: list[Tried]) -> Iterator[tuple[Candidate, Candidate]]:
         """Pairs in the order worth trying, reusing what each single edit showed alone.

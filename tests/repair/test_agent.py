@@ -411,3 +411,46 @@ def test_the_record_is_written_as_the_episode_goes(example, tmp_path):
         runner.close()
     assert snapshots == [[], ["running"]]
     assert json.loads(episode.record.read_text())["status"] == "turn_budget"
+
+
+def test_fix_seconds_bounds_the_model_episodes(example):
+    """A model slower than the fix's time limit is cancelled at it (the episode ends
+    ``cancelled``, no further episode starts) and the report says fix_seconds ran out; with
+    a model the search gets only part of the budget, so the episodes get the rest."""
+    import threading
+    import time
+
+    waited: list[float] = []
+
+    class Slow(ReplayModel):
+        def generate(self, messages, tools=None, sampling=None, *, cancel=None, **kwargs):
+            t = time.monotonic()
+            assert cancel is not None
+            cancel.wait(60)  # a model that never finishes its reply on its own
+            waited.append(time.monotonic() - t)
+            return super().generate(messages, tools, sampling, cancel=cancel, **kwargs)
+
+    started = time.monotonic()
+    with Workspace(example("calc")) as ws, \
+            Engine(ws, Settings(**NO_SEARCH, episodes=3, fix_seconds=12), model=Slow([call("candidates")] * 3)) as engine:
+        report = engine.fix(cancel=threading.Event())
+    took = time.monotonic() - started
+    assert report.status == "unfixed"
+    assert [e.status for e in report.episodes] == ["cancelled"]
+    assert len(waited) == 1 and waited[0] < 12
+    assert took < 20, took
+    assert any("model episodes stopped after 1 of 3: fix_seconds = 12 ran out" in n for n in report.notes)
+
+
+def test_the_search_leaves_the_model_its_share_of_fix_seconds(example):
+    """``search_budget``: with a model, half of what is left (less a confirmation's time)."""
+    import time
+
+    from frognano.repair.engine import SEARCH_SHARE_WITH_MODEL
+
+    with Workspace(example("calc")) as ws, Engine(ws, Settings(fix_seconds=100, search_seconds=300)) as engine:
+        diagnosis = engine.diagnose()
+        now = time.monotonic()
+        alone = engine.search_budget(diagnosis, now)
+        shared = engine.search_budget(diagnosis, now, share=SEARCH_SHARE_WITH_MODEL)
+    assert 90 < alone <= 100 and abs(shared - alone * SEARCH_SHARE_WITH_MODEL) < 1

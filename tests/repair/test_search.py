@@ -321,6 +321,43 @@ def test_an_attribute_the_test_found_missing_is_tried_first(make_project):
     assert report.search.history[0].candidate.mutations[0].operator == "fix_attribute"
 
 
+TWICE_MISSING = {
+    "sets/__init__.py": "",
+    "sets/cover.py": """
+        def covers(outer, inner):
+            return set(outer).issupserset(inner)
+
+
+        def covered(inner, outer):
+            return set(outer).issupserset(inner)
+
+
+        def hello():
+            return "hi"
+    """,
+    "tests/test_cover.py": """
+        from sets.cover import covers, hello
+
+        def test_covers():
+            assert covers("abc", "ab")
+
+        def test_hello():
+            assert hello() == "hi"
+    """,
+}
+
+
+def test_a_missing_attribute_is_mended_wherever_the_file_reads_it(make_project):
+    """boltons ec1ff9f: the same misspelt attribute at two places, one of them tested.  The
+    fix mends both (the untested one raises just the same), the single edit is the alternative."""
+    report = fix(make_project(TWICE_MISSING))
+    assert report.status == "fixed", report.message
+    assert [(n.line, n.description.split(" (")[0]) for n in report.fix.notes] == \
+        [(2, "`.issupserset` -> `.issuperset`"), (6, "`.issupserset` -> `.issuperset`")]
+    assert report.fix.patch.diff().count("+    return set(outer).issuperset(inner)") == 2
+    assert [n.line for n in report.alternatives[0].notes] == [2]
+
+
 UNFORMATTED = {
     "forms/__init__.py": "",
     "forms/check.py": """
