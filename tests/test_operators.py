@@ -461,3 +461,28 @@ def test_a_match_statement_is_walked_case_by_case():
     found = mutations(source, "m.py")
     assert found and all(ast.parse(m.apply(source)) for m in found)
     assert any(m.operator == "insert_statement" for m in found)
+
+
+def test_wrong_name_never_compares_a_value_with_itself():
+    """more-itertools 06f3181: `(r > n)` -> `(n > n)` passed the tests as a constant in
+    disguise; the names and attributes beside a comparison are not offered in it."""
+    source = (
+        "def check(r, pool):\n"
+        "    n = len(pool)\n"
+        "    if (r < 0) or (r > n):\n"
+        "        raise ValueError\n"
+        "    return n\n"
+        "\n"
+        "class Box:\n"
+        "    def __init__(self, w, h):\n"
+        "        self.w = w\n"
+        "        self.h = h\n"
+        "\n"
+        "    def square(self):\n"
+        "        return self.w == self.h\n"
+    )
+    found = mutations(source, "m.py", operators=["wrong_name"])
+    applied = [m.apply(source) for m in found]
+    assert not any("(n > n)" in a or "self.h == self.h" in a or "self.w == self.w" in a for a in applied)
+    assert any("(pool > n)" in a for a in applied)  # other names still are
+    assert any("(r < 0) or (r > r)" not in a and "(n < 0)" in a for a in applied)

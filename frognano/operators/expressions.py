@@ -260,16 +260,39 @@ class WrongName(Op):
                 # Names bound before this line, nearest first; later ones would be unbound.
                 bound = [(n, ln) for n, ln in func.locals.items() if n != node.value and ln < line]
                 bound.sort(key=lambda item: -item[1])
+                beside = _compared_with(func, node)
                 for other, _ in bound[:MAX_NAME_CANDIDATES]:
+                    if other in beside:
+                        continue
                     yield Site(node, node.with_changes(value=other), f"`{node.value}` -> `{other}`")
             elif self_attr(node, me) and node.attr.value in attrs and func.is_load(node):
                 parent = func.parent(node)
                 if isinstance(parent, cst.Call) and parent.func is node:
                     continue
                 others = [a for a in attrs if a != node.attr.value][:MAX_NAME_CANDIDATES]
+                beside = _compared_with(func, node)
                 for other in others:
+                    if f"{me}.{other}" in beside:
+                        continue
                     new = node.with_changes(attr=node.attr.with_changes(value=other))
                     yield Site(node, new, f"`{me}.{node.attr.value}` -> `{me}.{other}`")
+
+
+def _compared_with(func, node: cst.CSTNode) -> set[str]:
+    """The code of the operands ``node`` is compared with directly (``a < node <= b``): a
+    name put in their place would compare a value with itself (``n > n``), a constant in
+    disguise that drop_operand or remove_condition states plainly; on more-itertools 06f3181
+    ``(r > n)`` -> ``(n > n)`` passed the tests and was offered as the fix."""
+    parent = func.parent(node)
+    if isinstance(parent, cst.ComparisonTarget):
+        parent = func.parent(parent)
+    if not isinstance(parent, cst.Comparison):
+        return set()
+    operands = [parent.left, *(t.comparator for t in parent.comparisons)]
+    at = next((i for i, o in enumerate(operands) if o is node), None)
+    if at is None:
+        return set()
+    return {func.code(operands[j]) for j in (at - 1, at + 1) if 0 <= j < len(operands)}
 
 
 class DropOperand(Op):
