@@ -13,6 +13,29 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
 
+# The limit for a child process a test starts (`frognano fix`, `train`, `npm ci`): below
+# pytest-timeout's 300 s for one test (pyproject's `timeout`), so a child that hangs fails the
+# test with its own output (subprocess.TimeoutExpired carries it) instead of pytest-timeout
+# killing the test first and the child's limit never firing.
+CHILD_TIMEOUT = 240
+
+
+# Session fixtures that cost seconds to minutes each (a trained run, SmolLM2 imported from its
+# GGUF, a llama.cpp or mlx_lm server, the VS Code extension's build, Emacs' eglot checkout).
+# Under pytest-xdist every worker builds its own copy of a fixture it needs, so the tests that
+# use one are kept on one worker (an `xdist_group`, honoured by `--dist loadgroup`); the rest
+# are spread one test at a time.  The first listed fixture a test uses names its group.
+SHARED_FIXTURES = ("trained", "trained_mlx", "smollm2_torch", "smollm2_mlx", "llama_url", "mlx_server",
+                   "compiled", "node_modules", "eglot", "made")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        group = next((name for name in SHARED_FIXTURES if name in used), None)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
 
 @pytest.fixture(autouse=True)
 def _private_cache(tmp_path_factory, monkeypatch):

@@ -8,11 +8,22 @@ failing test runs scores 1.0), and so do two more: lines the user just changed
 (``repair/recent.py``: since the last commit or the last green run) rank above equally
 suspicious ones by ``RECENT_BONUS``, and among equals the functions the failing tests name or
 call directly come before the helpers they reach deeper down.
+
+The traceback is more than a tie-breaker: a statement every failing test's traceback passes
+through gains ``TRACEBACK_WEIGHT`` (and the last executed line ``LAST_WEIGHT``), enough to pass
+a line only a little more suspicious by the spectrum (a line after the crash that earlier, passing
+calls of the same function reached), never one the spectrum points at much more strongly.  And a
+project's own ``raise`` is seldom the bug: the condition that let it run is, so the evidence on
+a ``raise`` directly under an ``if`` counts for that ``if`` too.  On the history corpus
+(62 real bugs, ``benchmarks/history/localisation.py``) the two moved the developers' first
+changed line into the top five for 47% of the tasks instead of 44%, and ranked a changed line
+first for 26% instead of 24%.
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import logging
 import math
 from collections import defaultdict
@@ -31,6 +42,9 @@ log = logging.getLogger(__name__)
 # changed line outranks an unchanged one of the same or a slightly higher score, never one the
 # failing tests point at much more strongly than the passing ones.
 RECENT_BONUS = 0.5
+# Added for traceback evidence, scaled by the share of failing tests that give it (see above).
+TRACEBACK_WEIGHT = 0.1
+LAST_WEIGHT = 0.1
 _NAMED_TESTS = 20  # failing tests whose source is read for the names they call
 
 
@@ -83,6 +97,7 @@ class StatementMap:
     def __init__(self, source: str) -> None:
         self._by_line: dict[int, _Stmt] = {}
         self._functions: dict[str, range] = {}
+        self._guards: dict[int, int] = {}  # a raise's line -> the line of the `if` it sits directly in
         tree = ast.parse(source)
         self._walk(tree.body, None, None)
 
@@ -98,6 +113,10 @@ class StatementMap:
             children += [h.body for h in getattr(node, "handlers", [])]
             children += [c.body for c in getattr(node, "cases", [])]
             end = node.end_lineno or node.lineno
+            if isinstance(node, ast.If):
+                for child in node.body + node.orelse:
+                    if isinstance(child, ast.Raise):
+                        self._guards[child.lineno] = node.lineno
             if children:  # a compound statement: its header runs up to its first child
                 first = min(b[0].lineno for b in children)
                 decorators = getattr(node, "decorator_list", [])
@@ -116,6 +135,10 @@ class StatementMap:
 
     def statement(self, line: int) -> _Stmt | None:
         return self._by_line.get(line)
+
+    def guard(self, line: int) -> int | None:
+        """For a ``raise`` directly in an ``if`` (or its ``else``): the ``if``'s line."""
+        return self._guards.get(line)
 
     def function_span(self, name: str) -> range:
         """All lines of a top-level function or method (decorators included)."""
@@ -188,9 +211,28 @@ def localize(
                 path, start, end, max(old.score, score), old.frames + loc.frames, old.last + loc.last, func,
                 loc.changed, loc.named,
             )
-    ranked = sorted(merged.values(), key=lambda x: (-(x.score + RECENT_BONUS * x.changed), -x.frames,
-                                                    -x.named, -x.last, x.path, x.line))
+    _credit_guards(merged, maps)
+    ranked = sorted(merged.values(), key=lambda x: (-_weight(x, nf), -x.frames, -x.named, -x.last, x.path, x.line))
     return ranked[:limit]
+
+
+def _weight(loc: Location, failing: int) -> float:
+    return (loc.score + RECENT_BONUS * loc.changed + TRACEBACK_WEIGHT * min(1.0, loc.frames / failing)
+            + LAST_WEIGHT * min(1.0, loc.last / failing))
+
+
+def _credit_guards(merged: dict[tuple[str, int], Location], maps: Callable[[str], StatementMap | None]) -> None:
+    """The traceback evidence on a ``raise`` also counts for the ``if`` that let it run."""
+    credit: dict[tuple[str, int], tuple[int, int]] = {}
+    for (path, line), loc in merged.items():
+        smap = maps(path) if loc.frames or loc.last else None
+        guard = smap.guard(line) if smap else None
+        if guard is not None and (path, guard) in merged:
+            frames, last = credit.get((path, guard), (0, 0))
+            credit[(path, guard)] = (frames + loc.frames, last + loc.last)
+    for key, (frames, last) in credit.items():
+        old = merged[key]
+        merged[key] = dataclasses.replace(old, frames=old.frames + frames, last=old.last + last)
 
 
 def _named_functions(run: RunResult, failing: list[str], read: Callable[[str], str | None]) -> set[str]:

@@ -12,7 +12,7 @@ import pytest
 
 from frognano.repair.agent import EpisodeStatus
 
-from ..conftest import snapshot
+from ..conftest import CHILD_TIMEOUT, snapshot
 
 pytestmark = [pytest.mark.real_model, pytest.mark.slow]
 
@@ -25,7 +25,7 @@ def test_fix_with_the_real_model_reports_its_episode(smollm2_torch, example, tmp
     root = example("calc")
     before = snapshot(root)
     done = subprocess.run([sys.executable, "-m", "frognano", "fix", str(root), "--model", f"torch:{smollm2_torch}",
-                           "--json"], capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                           "--json"], capture_output=True, text=True, timeout=CHILD_TIMEOUT, cwd=tmp_path,
                           env={**os.environ, **BOUNDED})
     assert done.returncode in (0, 1), done.stderr[-3000:]
     report = json.loads(done.stdout)

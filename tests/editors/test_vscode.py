@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLES, REPO
+from tests.conftest import CHILD_TIMEOUT, EXAMPLES, REPO
 from tests.editors.slow_project import ANSWER_S, SLOW_FILE, leftover_processes, slow_project
 
 EXT = REPO / "editors" / "vscode"
@@ -65,7 +65,7 @@ def node_modules(npm) -> Path:
     digest = hashlib.sha256(lock + node_version.encode()).hexdigest()
     fresh = STAMP.is_file() and STAMP.read_text().strip() == digest
     if not fresh or os.environ.get("FROGNANO_NPM_CI") == "1":
-        proc = _run([npm, "ci", "--no-audit", "--no-fund", "--prefer-offline"], timeout=600)
+        proc = _run([npm, "ci", "--no-audit", "--no-fund", "--prefer-offline"], timeout=CHILD_TIMEOUT)
         _check(proc, "npm ci")
         STAMP.write_text(digest + "\n")
     return EXT / "node_modules"

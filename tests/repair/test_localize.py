@@ -49,6 +49,35 @@ def test_ties_are_broken_by_frames_then_last_line():
     assert [loc.line for loc in locs] == [3, 4, 2]  # all score 1.0: frame, then last line
 
 
+GUARDED = """\
+def nth(pool, r, index):
+    n = len(pool)
+    if r < 0 or r > n:
+        raise ValueError
+    c = n * r
+    result = [c]
+    return result
+"""
+
+
+def test_a_raise_credits_the_if_that_let_it_run_and_the_traceback_outweighs_a_small_score_gap():
+    # The failing test's last call raised at line 4; its earlier calls reached lines 5-7, which
+    # fewer passing tests run than the guard at line 3 (so by the spectrum alone they rank first).
+    frames = [Frame("tests/t.py", 9, "test_nth"), Frame("m.py", 4, "nth")]
+    run = _run([
+        ("t::a", "failed", {"m.py": [2, 3, 4, 5, 6, 7]}, frames, ("m.py", 4)),
+        ("t::b", "passed", {"m.py": [2, 3, 4]}, [], None),
+        ("t::c", "passed", {"m.py": [2, 3, 4]}, [], None),
+        ("t::d", "passed", {"m.py": [2, 3, 5, 6, 7]}, [], None),
+        ("t::e", "passed", {"m.py": [2, 3, 5, 6, 7]}, [], None),
+    ])
+    locs = localize(run, CoverageMap.from_run(run), lambda p: GUARDED)
+    assert [loc.line for loc in locs][:3] == [4, 3, 5]  # the raise, then its guard, then the rest
+    guard = next(loc for loc in locs if loc.line == 3)
+    assert (guard.frames, guard.last) == (1, 1) and guard.score < locs[2].score
+    assert StatementMap(GUARDED).guard(4) == 3 and StatementMap(GUARDED).guard(5) is None
+
+
 def test_statements_are_the_unit():
     smap = StatementMap(SOURCE)
     assert (smap.statement(3).line, smap.statement(3).end_line) == (3, 3)  # if header only

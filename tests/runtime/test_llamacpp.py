@@ -28,7 +28,7 @@ from frognano.runtime.base import ContextOverflow, ModelError, Sampling
 from frognano.runtime.http import OpenAIModel
 from frognano.runtime.preflight import check_spec
 
-from ..conftest import write_project
+from ..conftest import CHILD_TIMEOUT, write_project
 from .conftest import free_port, serving, stop
 
 pytestmark = [pytest.mark.real_model, pytest.mark.slow]
@@ -183,7 +183,7 @@ def test_fix_whose_episodes_overflow_ends_unfixed_not_error(llama_url, tmp_path)
     project = write_project(tmp_path / "proj", UNFIXABLE)
     proc = subprocess.run([sys.executable, "-m", "frognano", "fix", str(project), "--model",
                            f"openai:{ALIAS}@{llama_url}", "--episodes", "2", "--json"],
-                          capture_output=True, text=True, timeout=600, env={**os.environ, "COLUMNS": "80"})
+                          capture_output=True, text=True, timeout=CHILD_TIMEOUT, env={**os.environ, "COLUMNS": "80"})
     out = json.loads(proc.stdout)
     assert (proc.returncode, out["status"]) == (1, "unfixed"), proc.stderr
     statuses = [e["status"] for e in out["episodes"]]

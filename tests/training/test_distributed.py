@@ -17,6 +17,7 @@ import pytest
 
 from frognano.training.grpo import GRPOConfig
 
+from ..conftest import CHILD_TIMEOUT
 from .test_grpo import BAD, GOOD, lora_state, on_policy, policy  # noqa: F401 - policy is a fixture
 
 # Five episodes in two groups, of different lengths and masks (environment tokens, a truncated
@@ -236,7 +237,7 @@ def test_accelerate_launch_trains_on_two_processes(tmp_path):
                            "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
                            "--main_process_port", str(_free_port()),
                            "-m", "frognano", "train", "--preset", "tiny-ci", "-o", str(run)],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=1500, env=env)
+                          cwd=tmp_path, capture_output=True, text=True, timeout=CHILD_TIMEOUT, env=env)
     assert done.returncode == 0, done.stderr[-4000:]
     assert done.stdout.count("trained 3 step(s)") == 1  # rank 0's summary only
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]

@@ -14,6 +14,7 @@ from frognano.training.evaluate import EvalPlan, evaluate
 from frognano.training.metrics import summarize
 from frognano.training.tasks import load_tasks
 
+from ..conftest import CHILD_TIMEOUT
 from .conftest import MUL, write_jsonl
 
 
@@ -116,7 +117,7 @@ def _strip(rows: list[dict]) -> list[tuple]:
 
 def _frognano(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "frognano", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=600, env={**os.environ, "COLUMNS": "200"})
+                          timeout=CHILD_TIMEOUT, env={**os.environ, "COLUMNS": "200"})
 
 
 def test_eval_cli_names_bad_rows_and_task_errors_and_goes_on(arith_tasks, arith, tmp_path):

@@ -19,7 +19,7 @@ from frognano.repair.agent import EpisodeStatus
 from frognano.training.config import ATTENTION, MLP, PRESETS, TrainConfig
 from frognano.training.metrics import LOOPING, summarize
 
-from ..conftest import EXAMPLES
+from ..conftest import CHILD_TIMEOUT, EXAMPLES
 
 
 def _row(iid: str, status: str, end: str | None, invalid: int = 0, calls: int = 2, tokens: int = 100) -> dict:
@@ -66,7 +66,7 @@ def test_lora_targets_default_per_base_and_are_checked():
 
 def _frognano(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "frognano", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=600, env={**os.environ, "COLUMNS": "200", **(env or {})})
+                          timeout=CHILD_TIMEOUT, env={**os.environ, "COLUMNS": "200", **(env or {})})
 
 
 def test_eval_prints_the_baseline_diagnostics_of_model_episodes(tmp_path):

@@ -18,12 +18,13 @@ from frognano.training.pool import TaskPool
 from frognano.training.rundir import RunDir
 from frognano.training.tasks import parse_row
 
+from ..conftest import CHILD_TIMEOUT
 from .conftest import ADD, assert_fix_runs_the_model
 
 
 def _frognano(*args: str, cwd: Path, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "frognano", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=900, **kw)
+                          timeout=CHILD_TIMEOUT, **kw)
 
 
 def test_config_checks_fields_against_each_other():

@@ -28,13 +28,14 @@ from frognano.training.env import RepoEnv  # noqa: E402
 from frognano.training.grpo import Sample  # noqa: E402
 from frognano.training.tasks import parse_row  # noqa: E402
 
+from ..conftest import CHILD_TIMEOUT  # noqa: E402
 from .conftest import assert_fix_runs_the_model  # noqa: E402
 from .test_train import kill_after_first_step, server_runs_the_model  # noqa: E402
 
 
 def _frognano(*args: str, cwd: Path, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "frognano", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=900, **kw)
+                          timeout=CHILD_TIMEOUT, **kw)
 
 
 def _rows(run: Path) -> list[dict]:
