@@ -484,8 +484,8 @@ class _Watcher(FileSystemEventHandler):
                 if not arriving or (top and self._has_sources(rel)):
                     found.append(rel.replace(os.sep, "/") + TREE)
                 continue
-            if not affects_tests(rel) or name.startswith(".#"):
-                continue  # this also skips editor swap and backup files: .x.py.swp, x.py~, .#x.py
+            if not affects_tests(rel):
+                continue  # this also skips editor swap, backup and lock files: .x.py.swp, x.py~, .#x.py
             rel = rel.replace(os.sep, "/")
             if self._known.get(rel, ...) == file_signature(path):
                 continue  # the tests already ran on this (or nothing changed: a touch-less event)

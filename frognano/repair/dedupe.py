@@ -8,6 +8,12 @@ seen is skipped before validation.
 The unit is the enclosing top-level function or method (parsed on its own, so the cost does not
 grow with the module), else the whole module.  Its lines before and after are unchanged text, so
 ``(path, first line, lines after it, dump)`` identifies the whole file up to meaning.
+
+The same parse tells whether the candidate compiles at all: the unit's tree is compiled (the
+checks the parser leaves to the compiler: ``return`` outside a function, ``break`` outside a
+loop, a ``nonlocal`` without a binding), so a 5,000-line module is not compiled whole for each
+of hundreds of candidates (16 ms each on more-itertools' ``more.py``: 3 s of a 4.7 s candidate
+generation).  Only the unit's text changed, so the rest of the module compiles as it did.
 """
 
 from __future__ import annotations
@@ -32,11 +38,13 @@ class _Normalise(ast.NodeTransformer):
         return node
 
 
-def _dump(text: str) -> str | None:
-    """The normalised dump of ``text`` (an indented method parses under an ``if 1:``)."""
+def _dump(text: str, path: str) -> str | None:
+    """The normalised dump of ``text`` (an indented method parses under an ``if 1:``), None when
+    it does not compile."""
     indented = text[:1].isspace()
     try:
         tree = ast.parse(("if 1:\n" + text) if indented else text)
+        compile(tree, path, "exec", dont_inherit=True)
     except (SyntaxError, ValueError):
         return None
     return ast.dump(_Normalise().visit(tree))
@@ -57,6 +65,7 @@ class SemanticKeys:
         return self._maps[path]
 
     def key(self, path: str, before: str, after: str) -> Key:
+        """``after``'s key; SyntaxError when it does not compile (no key: not a candidate)."""
         old, new = before.splitlines(keepends=True), after.splitlines(keepends=True)
         head, end, delta = changed_span(old, new)
         smap = self._spans(path, before)
@@ -65,8 +74,12 @@ class SemanticKeys:
         # The whole changed span must lie in the function (an insertion right after it does not).
         if span and span.start <= head + 1 and max(end, head + 1) <= span.stop - 1:
             first, last = span.start, span.stop - 1  # 1-based, inclusive, in `before`
-            dump = _dump("".join(new[first - 1:last + delta]))
+            dump = _dump("".join(new[first - 1:last + delta]), path)
             if dump is not None:
                 return (path, first, len(old) - last, dump)
-        dump = _dump(after)
-        return (path, 0, 0, dump if dump is not None else after)
+        # Not inside one function, or its unit does not compile on its own: the whole module.
+        dump = _dump(after, path)
+        if dump is None:
+            compile(after, path, "exec", dont_inherit=True)  # raises what is wrong with it
+            return (path, 0, 0, after)  # compiles, yet no tree to dump: keyed by its text
+        return (path, 0, 0, dump)

@@ -184,6 +184,7 @@ class Engine:
         self.notes: list[str] = []
         self._lanes: list[tuple[Workspace, TestRunner]] = []  # more shadow copies, for parallel checks
         self._green = GreenSnapshot()  # the sources as of the last run where every test passed
+        self._readable: dict[str, tuple[int, int]] = {}  # Python files read fine, by (size, mtime)
 
     @property
     def model(self) -> Model | None:
@@ -227,12 +228,20 @@ class Engine:
         py = self.ws.python_files()
         if not py:
             raise NothingToTest(f"{self.ws.root}: no Python files here; give the folder of a Python project")
+        overlay = self.ws.overlay
         for rel in py:
+            e = self.ws.entries[rel]
+            # Read once per version (the editor's saves sync it again and again), not at every sync.
+            if rel not in overlay and self._readable.get(rel) == (e.size, e.mtime_ns):
+                continue
             try:
                 self.ws.read(rel)
             except (UnicodeDecodeError, SyntaxError):
                 self.notes.append(f"{rel} is not valid UTF-8 and declares no encoding; "
                                   "FrogNano will not edit it")
+                continue
+            if rel not in overlay:
+                self._readable[rel] = (e.size, e.mtime_ns)
 
     @contextlib.contextmanager
     def cancelling(self, cancel: threading.Event | None) -> Iterator[None]:

@@ -7,8 +7,8 @@ depend on leaves them as they were.  The spectrum ranks every line that only fai
 alike (with one failing test, all of them score 1.0); the edits tell them apart.
 
 So after a search the locations are ranked again (a verified fix's statement first) by the
-sum of two scores in 0..1: the spectrum's (Ochiai, with ``RECENT_BONUS`` for a line the user
-just changed) and the mutation score, the largest Metallaxis score of one edit there,
+sum of two scores: the diagnosis's own (``localize.weight``: Ochiai, with ``RECENT_BONUS`` for a
+line the user just changed and the traceback's weights) and the mutation score, in 0..1, the largest Metallaxis score of one edit there,
 ``moved / sqrt(failing * (moved + broken))`` (the search runs the passing tests only for edits
 that fix every failing one, so the rest count none broken).  A location with no edit tried
 counts ``UNTRIED``, no evidence either way.  The sum rather than the mutation score alone: a
@@ -25,7 +25,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from .localize import RECENT_BONUS, Location
+from .localize import Location, weight
 
 # The mutation score of a location no edit was tried at: below one whose edits moved half the
 # failing tests or more, above one whose edits moved none.
@@ -88,7 +88,7 @@ def refine(locations: Sequence[Location], tried: Iterable[_Tried], failing: int,
         verified[i] = verified[i] or r.verified
     def key(i: int) -> tuple:
         loc = locations[i]
-        spectrum = loc.score + RECENT_BONUS * loc.changed
+        spectrum = weight(loc, failing)
         return (not verified[i], -(spectrum + (score[i] if edits[i] else UNTRIED)), i)
 
     order = sorted(range(len(locations)), key=key)

@@ -26,9 +26,11 @@ not run are kept: none of the files they ran changed.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..project_paths import is_test_module, nodeid_file
@@ -49,8 +51,10 @@ TREE = "/"  # suffix of a changed path that is a folder (added, removed or moved
 
 
 def affects_tests(rel: str) -> bool:
-    """Whether a change of ``rel`` can change what the tests do (Python and suite files)."""
-    return rel.endswith((".py", TREE)) or rel.rsplit("/", 1)[-1] in SUITE_FILES
+    """Whether a change of ``rel`` can change what the tests do (Python and suite files; not an
+    editor's lock file, ``.#x.py``, which no import can name)."""
+    name = rel.rstrip("/").rsplit("/", 1)[-1]
+    return (rel.endswith((".py", TREE)) or name in SUITE_FILES) and not name.startswith(".#")
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,9 @@ class Selection:
     modules: frozenset[str] = frozenset()  # test modules among ``nodeids`` that run whole
     reason: str = ""  # for a status line: "all tests (conftest.py changed)"
     texts: tuple[tuple[str, str], ...] = ()  # the changed source files' new text
+    # Every Python file's version when the selection was made (``Workspace.versions``): what
+    # the picture is current for once the run is merged.
+    versions: Mapping[str, object] | None = field(default=None, compare=False, repr=False)
 
     @property
     def everything(self) -> bool:
@@ -103,6 +110,8 @@ class Session:
         self._last = RunResult()
         self._complete = False  # the picture comes from a whole-suite run that collected
         self._texts: dict[str, str] = {}  # source files as the picture's tests last ran them
+        self._versions: Mapping[str, object] | None = None  # the Python files the picture ran
+        self._duration = 0.0  # the last whole-suite run's seconds (a partial run's are fewer)
 
     @property
     def known(self) -> bool:
@@ -117,6 +126,29 @@ class Session:
         run = self._merged(self._last)
         return Diagnosis(run, self._coverage, self.engine.locate(run, self._coverage))
 
+    @property
+    def current(self) -> bool:
+        """Whether the picture describes the sources as the shadow holds them now (after the
+        caller's sync): nothing changed since the runs it merged, no collection error."""
+        return self.known and not self._last.collect_errors and not self.unseen()
+
+    def unseen(self) -> set[str]:
+        """The Python files changed, added or removed since the picture's last run (all of
+        them before the first).  A run that was cancelled leaves its files unseen, so the next
+        selection runs their tests, whatever the caller says changed."""
+        now = self.engine.ws.versions()
+        old = self._versions
+        if old is None:
+            return {rel for rel in now if affects_tests(rel)}
+        return {rel for rel in now.keys() | old.keys() if now.get(rel) != old.get(rel) and affects_tests(rel)}
+
+    def refresh(self, cancel: threading.Event | None = None) -> Update | None:
+        """Run what changed since the picture (only the affected tests); None when the
+        picture is current and nothing needs to run."""
+        if self.current:
+            return None
+        return self.run(self.select(set()), cancel)
+
     def forget(self) -> None:
         """The next run is a whole one (the settings, and so the runner, changed)."""
         self._complete = False
@@ -125,10 +157,14 @@ class Session:
     def select(self, changed: set[str] | None) -> Selection:
         """The tests a change of ``changed`` (project-relative posix paths; a folder ends with
         ``/``; None: unknown, everything) re-runs."""
+        versions = self.engine.ws.versions()
         if changed is None:
-            return Selection.all()
+            return dataclasses.replace(Selection.all(), versions=versions)
+        if self.known:
+            changed = set(changed) | self.unseen()
         names = _names(changed) if changed else ""
-        everything = Selection.all(f"all tests ({names} changed)" if changed else "all tests")
+        everything = Selection(None, frozenset(), f"all tests ({names} changed)" if changed else "all tests",
+                               versions=versions)
         if not self.known:
             return everything
         root = str(self.engine.ws.root)
@@ -156,12 +192,13 @@ class Session:
             ids |= covering
         chosen = sorted(modules) + sorted(n for n in ids if nodeid_file(n) not in modules)
         if not chosen:
-            return Selection((), frozenset(), f"no tests depend on {names}", tuple(texts))
+            why = f"no tests depend on {names}" if changed else "nothing changed"
+            return Selection((), frozenset(), why, tuple(texts), versions)
         tests = len([n for n in ids if nodeid_file(n) not in modules])
         parts = ([f"{len(modules)} test module{'s' * (len(modules) != 1)}"] if modules else []) + \
             ([f"{tests} test{'s' * (tests != 1)}"] if tests else [])
         what = " and ".join(parts)
-        return Selection(tuple(chosen), frozenset(modules), f"{what} affected by {names}", tuple(texts))
+        return Selection(tuple(chosen), frozenset(modules), f"{what} affected by {names}", tuple(texts), versions)
 
     def _touched(self, rel: str) -> tuple[set[int] | None, str | None]:
         """The lines of ``rel`` (as the picture knows it) whose tests its change can affect
@@ -185,13 +222,18 @@ class Session:
         run changes nothing (``Update.cancelled``).
         """
         engine = self.engine
+        if selection.versions is None:  # made by the caller: the shadow as it is now
+            selection = dataclasses.replace(selection, versions=engine.ws.versions())
         if selection.empty:  # only files no test depends on: the picture stays as it is
+            if selection.versions is not None and self.known:
+                self._versions = selection.versions
             return self._update(selection, RunResult(exitstatus=0))
         engine.progress.phase("running the tests" if selection.everything else "running the affected tests")
         run = engine.run_tests(None if selection.everything else list(selection.nodeids), cancel=cancel)
         if not selection.everything and not run.cancelled and _incomplete(run, selection):
             log.info("partial run incomplete (exit %s); running the whole suite", run.exitstatus)
-            selection = Selection.all(selection.reason.replace("affected by", "after") or "all tests")
+            selection = Selection(None, frozenset(), selection.reason.replace("affected by", "after") or "all tests",
+                                  versions=selection.versions)
             run = engine.run_tests(None, cancel=cancel)
         if run.cancelled:
             return Update(selection, run, _empty())  # nobody reads it: the run is stale
@@ -202,8 +244,9 @@ class Session:
         return self._update(selection, run)
 
     def adopt(self, diagnosis: Diagnosis) -> None:
-        """A whole-suite diagnosis made elsewhere (a fix job's baseline) becomes the picture."""
-        self._merge(diagnosis.run, Selection.all())
+        """A whole-suite diagnosis made elsewhere (a fix job's baseline, on the shadow as it
+        is now) becomes the picture."""
+        self._merge(diagnosis.run, dataclasses.replace(Selection.all(), versions=self.engine.ws.versions()))
 
     def _update(self, selection: Selection, run: RunResult) -> Update:
         merged = self._merged(run)
@@ -216,6 +259,7 @@ class Session:
             self._results = dict(run.tests)
             self._coverage = CoverageMap(dict(fresh))
             self._texts = self._sources()
+            self._duration = run.duration
         else:
             for rel, text in selection.texts:
                 before = self._texts.get(rel)
@@ -231,6 +275,7 @@ class Session:
             self._coverage = CoverageMap(by_test)
         self._last = run
         self._complete = not run.collect_errors
+        self._versions = selection.versions
 
     def _sources(self) -> dict[str, str]:
         """The text of every source file the coverage names (what a later change is diffed with)."""
@@ -258,7 +303,8 @@ class Session:
         """Every known test's latest result, with ``run``'s collection errors and timings."""
         return RunResult(tests=dict(self._results), collect_errors=list(run.collect_errors),
                          collected=list(self._results), exitstatus=run.exitstatus,
-                         duration=run.duration, warm=run.warm, log_tail=run.log_tail,
+                         # What a whole run would take (the confirmation's reserve), not the part's.
+                         duration=max(run.duration, self._duration), warm=run.warm, log_tail=run.log_tail,
                          leaks=list(run.leaks), denied=dict(run.denied), confinement=run.confinement,
                          unconfined=run.unconfined)
 

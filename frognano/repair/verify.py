@@ -19,13 +19,14 @@ import logging
 import time
 from dataclasses import dataclass, field
 
+from ..project_paths import nodeid_file
 from ..sandbox.results import RunResult
 from ..sandbox.runner import TestRunner
 from ..sandbox.specification import Specification
 from ..sandbox.spectra import CoverageMap
 from ..sandbox.workspace import Workspace
 from . import tampering
-from .localize import StatementMap
+from .localize import statement_map
 from .patch import Patch, Verification
 from .spans import changed_lines
 
@@ -58,7 +59,7 @@ def function_lines(before: str, after: str) -> set[int] | None:
     changes; None when it changes module-level code (every test of the file's code)."""
     lines = changed_lines(before, after)
     try:
-        smap = StatementMap(before)
+        smap = statement_map(before)  # built once per text: every save and candidate asks
     except (SyntaxError, ValueError):
         return None
     spans = set(lines)
@@ -72,30 +73,56 @@ def function_lines(before: str, after: str) -> set[int] | None:
 
 HUNG = frozenset({"timeout"})  # baseline outcomes whose duration says nothing about the test
 HANG_FLOOR = 0.5  # seconds: the least a candidate's run of a test that hung may take
+# A candidate's test may take ``factor`` times its baseline duration plus CANDIDATE_MARGIN, at
+# least CANDIDATE_FLOOR.  The baseline is the traced diagnosis run (about TRACE_SLOWDOWN times
+# slower than a candidate's untraced one), so a 3 ms test gets 0.5 s, some 500 times what it
+# needs: a candidate that makes it loop costs half a second (0.75 s when the loop is in C code,
+# past the alarm, with the runner's kill), not the 2 s + 1 s it cost when the floor was 2 s.
+CANDIDATE_FLOOR = 0.5
+CANDIDATE_MARGIN = 0.25
+# The confirmation is the last word on a fix and runs once per fix, in a fresh interpreter: a
+# roomier floor, so a machine busy at that moment cannot turn a fix away.
+CONFIRM_FLOOR = 2.0
 
 
-def hang_bound(baseline: RunResult, timeout: float, factor: float) -> float:
-    """The limit of a candidate's run of a test that hung in the baseline.
+def _parent(nodeid: str) -> str:
+    """A test's class (``file::Class``), else its module: the group whose tests it resembles."""
+    base = nodeid.split("[", 1)[0]
+    return base[:base.rindex("::")] if "::" in base else base
+
+
+def hang_bound(baseline: RunResult, timeout: float, factor: float, nodeid: str | None = None) -> float:
+    """The limit of a candidate's run of a test (``nodeid``) that hung in the baseline.
 
     Its own duration is only the limit it hit, so the bound comes from the tests that finished:
     ``factor`` times the slowest that passed (else the slowest that failed) plus a quarter of a
-    second, at least half a second and at most ``timeout``.  A cured loop runs like its
-    neighbours (milliseconds, in a unit suite); an uncured one then costs well under a second
-    per candidate instead of ``timeout``, and candidates that leave the loop alone are most of
-    them (53 of 118 on realbugs/42)."""
-    finished = [t for t in baseline.tests.values() if t.outcome not in HUNG and t.outcome != "crashed"]
-    passed = [t.duration for t in finished if t.passed] or [t.duration for t in finished]
+    second, at least half a second and at most ``timeout``.  The tests are its nearest
+    neighbours that finished: those of its class, else its module, else the suite.  A cured
+    loop runs like its neighbours (milliseconds, in a unit suite); an uncured one then costs
+    well under a second per candidate instead of ``timeout``, and candidates that leave the
+    loop alone are most of them (53 of 118 on realbugs/42).  The suite's slowest test is no
+    guide: more-itertools' slowest (1.4 s traced, a Fourier transform) made every candidate of
+    a loop in ``padded()`` cost 14 s, where ``PaddedTest``'s others take milliseconds."""
+    finished = [(n, t) for n, t in baseline.tests.items() if t.outcome not in HUNG and t.outcome != "crashed"]
+    if nodeid is not None:
+        for near in (_parent(nodeid), nodeid_file(nodeid)):
+            close = [(n, t) for n, t in finished if n.startswith(near + "::")]
+            if close:
+                finished = close
+                break
+    passed = [t.duration for _, t in finished if t.passed] or [t.duration for _, t in finished]
     if not passed:
         return min(timeout, 2.0)  # nothing finished to learn from: the floor of a passing test
     return min(timeout, max(HANG_FLOOR, factor * max(passed) + 0.25))
 
 
-def candidate_timeouts(baseline: RunResult, timeout: float, factor: float) -> dict[str, float]:
-    """Each baseline test's limit in a candidate's run: ``factor`` times its own duration plus a
-    second (at least 2 s, at most ``timeout``); a test that hung gets ``hang_bound``."""
-    hung = hang_bound(baseline, timeout, factor)
-    return {n: hung if t.outcome in HUNG else min(timeout, max(2.0, factor * t.duration + 1.0))
-            for n, t in baseline.tests.items()}
+def candidate_timeouts(baseline: RunResult, timeout: float, factor: float,
+                       floor: float = CANDIDATE_FLOOR) -> dict[str, float]:
+    """Each baseline test's limit in a candidate's run: ``factor`` times its own duration plus
+    ``CANDIDATE_MARGIN`` (at least ``floor``, at most ``timeout``); a test that hung gets
+    ``hang_bound``."""
+    return {n: hang_bound(baseline, timeout, factor, n) if t.outcome in HUNG
+            else min(timeout, max(floor, factor * t.duration + CANDIDATE_MARGIN)) for n, t in baseline.tests.items()}
 
 
 class Verifier:
@@ -127,10 +154,11 @@ class Verifier:
         self.spec = spec or Specification.of_workspace(ws, [*baseline.tests, *baseline.collected])
         self._protected = self.spec.protected(ws.entries)
         self._strays = self.spec.strays(ws.entries)
-        # A candidate that turns a loop infinite must cost seconds, not the full timeout; and one
-        # that does not cure a test that hung in the baseline, about a second (``hang_bound``).
-        self.hang_bound = hang_bound(baseline, timeout, factor)
+        # A candidate that turns a loop infinite must cost half a second, not the full timeout;
+        # and one that does not cure a test that hung in the baseline, about as much
+        # (``hang_bound``: from the test's neighbours).
         self.timeouts = candidate_timeouts(baseline, timeout, factor)
+        self.confirm_timeouts = candidate_timeouts(baseline, timeout, factor, CONFIRM_FLOOR)
         self.runs = 0
         self._baseline = baseline.tests
         # The fastest failing test is the gate: most candidates fail it, and it alone costs least.
@@ -183,11 +211,11 @@ class Verifier:
 
     def _run(self, patch: Patch, nodeids: list[str], *, fresh: bool = False) -> tuple[RunResult, list[str]]:
         """Run ``nodeids`` from pristine specification files; also what the run rewrote of them.
-        ``fresh``: in a new interpreter (``TestRunner.run``)."""
+        ``fresh``: in a new interpreter (``TestRunner.run``), as a confirmation (its limits)."""
         keep = set(patch.files)  # an opted-in test edit is the patch's own text, not a rewrite
         protected = [r for r in self._protected if r not in keep]
         self.ws.ensure_pristine(protected, self._strays)
-        run = self.runner.run(nodeids, timeouts=self.timeouts, fresh=fresh)
+        run = self.runner.run(nodeids, timeouts=self.confirm_timeouts if fresh else self.timeouts, fresh=fresh)
         self.runs += 1
         return run, self.ws.ensure_pristine(protected, self._strays)
 

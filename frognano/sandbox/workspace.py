@@ -308,6 +308,16 @@ class Workspace:
     def python_files(self) -> list[str]:
         return [r for r, e in self.entries.items() if r.endswith(".py") and not e.external]
 
+    def versions(self) -> dict[str, object]:
+        """Each Python file's version as of the last ``sync``: its unsaved editor buffer, else
+        the project file's size and modification time.  Two equal maps mean the tests would
+        see the same sources, without reading a file (what a picture of the suite is current
+        for)."""
+        out: dict[str, object] = {rel: (e.size, e.mtime_ns, e.link)
+                                  for rel, e in self.entries.items() if rel.endswith(".py")}
+        out.update((rel, text) for rel, text in self._overlay.items() if rel.endswith(".py"))
+        return out
+
     @contextlib.contextmanager
     def edited(self, files: Mapping[str, str]) -> Iterator[None]:
         """Temporarily replace files in the shadow with new text; always restored."""

@@ -176,6 +176,8 @@ async def fix(ls: FrogNanoServer, project: Project, explicit: bool = True,
 def fix_done(ls: FrogNanoServer, project: Project, outcome: FixOutcome) -> FixReply:
     """What a finished fix job leaves: published diagnostics, the status, the offer."""
     current = outcome.snapshot.state == project.state
+    if outcome.start:
+        ls.log(f"FrogNano: the fix job started from {outcome.start} and took {outcome.seconds:.2f} s")
     if outcome.tests is not None and current and not outcome.cancelled:
         project.last = outcome.tests
         diagnostics.publish(ls, project, outcome.tests)

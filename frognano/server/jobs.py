@@ -30,8 +30,8 @@ from ..config import Settings
 from ..errors import FrogNanoError
 from ..progress import Progress, Relay
 from ..project_paths import ignored_path
-from ..repair.engine import Engine, FixReport, NothingToTest
-from ..repair.incremental import Selection, Session
+from ..repair.engine import Diagnosis, Engine, FixReport, NothingToTest
+from ..repair.incremental import Selection, Session, Update
 from ..repair.localize import Location
 from ..runtime.lazy import LazyModel
 from ..sandbox.results import RunResult
@@ -138,6 +138,7 @@ class FixOutcome:
     cancelled: bool = False
     error: str | None = None  # the job could not run (bad settings, a model that does not load)
     seconds: float = 0.0
+    start: str = ""  # what the search started from, for the log: the last run's picture or a whole run
 
 
 JobKind = Literal["tests", "fix"]
@@ -283,10 +284,7 @@ class Project:
         if update.cancelled:
             out.state = "cancelled"
             return out
-        out.selection, out.ran, out.notes = update.selection, len(update.ran.tests), update.notes
-        out.run, out.coverage = update.diagnosis.run, update.diagnosis.coverage
-        out.locations = update.diagnosis.locations
-        return self._finish(out, started)
+        return self._outcome(snapshot, update, started)
 
     def _sync(self, engine: Engine, snapshot: Snapshot) -> None:
         """The shadow copy as the snapshot saw the project: disk, with open buffers overlaid."""
@@ -310,11 +308,20 @@ class Project:
             out.cancelled = True
             return out
         self.relay.target = sink
+        reused, update = False, None
         try:
             engine = self._engine_now()
             self._sync(engine, snapshot)
             with engine.cancelling(cancel):
-                out.report = engine.fix(None, cancel)
+                diagnosis, update = self._picture(cancel)
+                if update is not None and update.cancelled:
+                    out.cancelled = True
+                    return out
+                reused = diagnosis is not None
+                update = update if reused else None  # the fix's own baseline is the run to publish
+                out.start = ("a whole run of the suite" if not reused else "the last run's results" if update is None
+                             else f"the last run's results, after running {update.selection.reason}")
+                out.report = engine.fix(None, cancel, diagnosis=diagnosis, started=started)
         except FrogNanoError as exc:
             out.error = str(exc)
         finally:
@@ -322,15 +329,37 @@ class Project:
         out.cancelled = cancel.is_set()
         report = out.report
         if not out.cancelled and report is not None and report.diagnosis is not None and self._session:
-            # The job's baseline ran the whole suite: it refreshes the picture for free.
-            self._session.adopt(report.diagnosis)
+            if not reused:  # the job's baseline ran the whole suite: it refreshes the picture for free
+                self._session.adopt(report.diagnosis)
             picture = self._session.diagnosis
             assert picture is not None
-            tests = TestOutcome(snapshot, picture.run, len(report.diagnosis.run.tests), Selection.all(),
+            # Published with the search's ranking of the suspicious lines (``refine``).
+            ran = len(update.ran.tests) if update is not None else 0 if reused else len(report.diagnosis.run.tests)
+            tests = TestOutcome(snapshot, picture.run, ran, update.selection if update is not None else Selection.all(),
                                 picture.coverage, list(report.diagnosis.locations), notes=list(report.notes))
             out.tests = self._finish(tests, started)
         out.seconds = time.monotonic() - started
         return out
+
+    def _picture(self, cancel: threading.Event) -> tuple[Diagnosis | None, Update | None]:
+        """The diagnosis a fix job starts from: the session's picture of the suite, after
+        running only the tests the changes since it affect (none when it is current); None
+        before the first whole run, or when a module does not collect (the fix job's own
+        baseline then runs the whole suite and names the error)."""
+        session = self._session
+        if session is None or not session.known:
+            return None, None
+        update = session.refresh(cancel)
+        if update is not None and (update.cancelled or update.ran.collect_errors):
+            return None, update
+        return (update.diagnosis if update is not None else session.diagnosis), update
+
+    def _outcome(self, snapshot: Snapshot, update: Update, started: float) -> TestOutcome:
+        out = TestOutcome(snapshot)
+        out.selection, out.ran, out.notes = update.selection, len(update.ran.tests), update.notes
+        out.run, out.coverage = update.diagnosis.run, update.diagnosis.coverage
+        out.locations = update.diagnosis.locations
+        return self._finish(out, started)
 
 
 # -- debouncing (event loop side) ---------------------------------------------------------------

@@ -10,7 +10,7 @@ import pytest
 from frognano.config import Settings
 from frognano.repair.engine import Engine
 from frognano.repair.patch import FileEdit, Patch
-from frognano.repair.verify import candidate_timeouts, hang_bound
+from frognano.repair.verify import CONFIRM_FLOOR, candidate_timeouts, hang_bound
 from frognano.sandbox.results import RunResult, TestResult
 from frognano.sandbox.workspace import Workspace
 
@@ -72,11 +72,26 @@ def test_a_test_that_hung_is_bounded_by_the_tests_that_passed():
     assert hang_bound(baseline, 30.0, 10.0) == pytest.approx(2.25)  # 10 x 0.2 + 0.25
     timeouts = candidate_timeouts(baseline, 30.0, 10.0)
     assert timeouts["hung"] == pytest.approx(2.25)
-    assert timeouts["a"] == 2.0 and timeouts["c"] == 30.0  # their own durations, as before
+    assert timeouts["a"] == 0.5 and timeouts["c"] == 30.0  # their own durations: the floor, 10 x 3 s
+    assert timeouts["b"] == pytest.approx(2.25)  # 10 x 0.2 + 0.25
+    # A confirmation (once per fix, in a fresh interpreter) keeps a roomier floor.
+    assert candidate_timeouts(baseline, 30.0, 10.0, CONFIRM_FLOOR)["a"] == 2.0
     # The user's timeout stays the ceiling; a fast suite gets the floor, not 10 x 30 s.
     assert hang_bound(baseline, 1.5, 10.0) == 1.5
     fast = RunResult(tests={"a": result("a", "passed", 0.001), "hung": result("hung", "timeout", 30.0)})
     assert hang_bound(fast, 30.0, 10.0) == pytest.approx(0.5)
+    # The bound comes from the hung test's neighbours (its class, else its module), not from
+    # the suite's slowest test.
+    grouped = RunResult(tests={
+        "t.py::Slow::test_fft": result("t.py::Slow::test_fft", "passed", 1.4),
+        "t.py::Pad::test_basic": result("t.py::Pad::test_basic", "passed", 0.004),
+        "t.py::Pad::test_loop": result("t.py::Pad::test_loop", "timeout", 5.0),
+        "u.py::test_alone": result("u.py::test_alone", "timeout", 5.0),
+        "u.py::test_quick": result("u.py::test_quick", "passed", 0.02),
+    })
+    assert hang_bound(grouped, 30.0, 10.0, "t.py::Pad::test_loop") == pytest.approx(0.5)
+    assert hang_bound(grouped, 30.0, 10.0, "u.py::test_alone") == pytest.approx(0.5)  # 10 x 0.02 + 0.25 < floor
+    assert hang_bound(grouped, 30.0, 10.0) == pytest.approx(14.25)  # the suite: 10 x 1.4 + 0.25
     # Nothing finished: nothing to learn from.
     alone = RunResult(tests={"hung": result("hung", "timeout", 30.0)})
     assert hang_bound(alone, 30.0, 10.0) == 2.0
@@ -91,14 +106,15 @@ def test_the_diagnosis_stops_the_loop_early_and_candidates_get_the_bound(make_pr
         assert diagnosis.locations[0].path == "pkg/stats.py"
         assert {loc.line for loc in diagnosis.locations[:3]} & {7, 8, 9}  # the loop is ranked first
         verifier = engine.verifier(diagnosis)
-        assert verifier.timeouts[HUNG] == verifier.hang_bound <= 1.0
+        bound = hang_bound(diagnosis.run, 30.0, 10.0, HUNG)
+        assert verifier.timeouts[HUNG] == bound <= 1.0
         # A candidate that leaves the loop alone is stopped at the bound, not at 30 s.
         source = ws.read("pkg/stats.py")
         idle = Patch((FileEdit("pkg/stats.py", source, source.replace("Prefix sums", "Running sums")),))
         with ws.edited(idle.texts()):
             run = engine.runner.run([HUNG], timeouts=verifier.timeouts)
         assert run.tests[HUNG].outcome == "timeout"
-        assert run.tests[HUNG].message == f"Timeout: the test ran longer than {verifier.hang_bound:g} s"
+        assert run.tests[HUNG].message == f"Timeout: the test ran longer than {bound:g} s"
         left = verifier.check(idle)
         assert left.still_failing == [HUNG]
         # Still hanging is no change, though the message names another limit: the pair

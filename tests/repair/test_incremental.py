@@ -101,6 +101,28 @@ def test_partial_runs_merge_and_a_vanished_test_runs_everything(session):
         "tests/test_a.py::test_renamed", "tests/test_b.py::test_inc", "tests/test_b.py::test_inc_twice"]
 
 
+def test_a_cancelled_runs_changes_stay_unseen_and_refresh_runs_only_what_changed(session):
+    import threading
+
+    root = session.engine.ws.root
+    session.engine.sync()
+    session.run(Selection.all())
+    assert session.current and session.refresh() is None  # nothing changed: nothing runs
+    (root / "pkg" / "a.py").write_text("def double(x):\n    return x * 3\n")
+    session.engine.sync()
+    assert not session.current and session.unseen() == {"pkg/a.py"}
+    cancel = threading.Event()
+    cancel.set()  # a newer save took over before the run of pkg/a.py's tests ended
+    assert session.run(session.select({"pkg/a.py"}), cancel).cancelled
+    # The next save names another file; pkg/a.py's tests run too, or its failure stays hidden.
+    selection = session.select({"README.md"})
+    assert selection.nodeids == ("tests/test_a.py::test_double", "tests/test_a.py::test_double_zero")
+    update = session.refresh()
+    assert sorted(update.ran.tests) == list(selection.nodeids)
+    assert update.diagnosis.failing == ["tests/test_a.py::test_double"]
+    assert session.current and session.refresh() is None
+
+
 def test_no_tests_is_nothing_to_test(make_project):
     root = make_project({"lib/core.py": "def f():\n    return 1\n"}, "notests")
     with Workspace(root) as ws, Engine(ws, Settings()) as engine:

@@ -74,7 +74,10 @@ def test_a_raise_credits_the_if_that_let_it_run_and_the_traceback_outweighs_a_sm
     locs = localize(run, CoverageMap.from_run(run), lambda p: GUARDED)
     assert [loc.line for loc in locs][:3] == [4, 3, 5]  # the raise, then its guard, then the rest
     guard = next(loc for loc in locs if loc.line == 3)
-    assert (guard.frames, guard.last) == (1, 1) and guard.score < locs[2].score
+    assert (guard.guard_frames, guard.guard_last) == (1, 1) and guard.score < locs[2].score
+    # Its own lines are not in the traceback, and the editor says so.
+    assert (guard.frames, guard.last) == (0, 0) and "guards the raise" in guard.describe()
+    assert "traceback frame" not in guard.describe()
     assert StatementMap(GUARDED).guard(4) == 3 and StatementMap(GUARDED).guard(5) is None
 
 

@@ -384,6 +384,9 @@ async def test_auto_fix_suggest_offers_the_fix_without_asking(example):
         st = await wait_state(client, "fixed")
         assert st["autoFix"] == "suggest" and st["message"].startswith("FrogNano: `>` -> `>=`")
         assert [s["state"] for s in client.statuses] == ["idle", "running", "failing", "fixing", "fixed"]
+        # The search starts from the run just published: the suite does not run again.
+        assert any(m.message.startswith("FrogNano: the fix job started from the last run's results and took")
+                   for m in client.log_messages), [m.message for m in client.log_messages]
         actions = await code_actions(client, root / "calc/stats.py", 14)
         assert actions[0].is_preferred and actions[0].edit is not None
         assert not client.applied_edits and snapshot(root) == before
