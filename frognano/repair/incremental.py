@@ -132,11 +132,12 @@ class Session:
         caller's sync): nothing changed since the runs it merged, no collection error."""
         return self.known and not self._last.collect_errors and not self.unseen()
 
-    def unseen(self) -> set[str]:
+    def unseen(self, now: Mapping[str, object] | None = None) -> set[str]:
         """The Python files changed, added or removed since the picture's last run (all of
         them before the first).  A run that was cancelled leaves its files unseen, so the next
-        selection runs their tests, whatever the caller says changed."""
-        now = self.engine.ws.versions()
+        selection runs their tests, whatever the caller says changed.  ``now``: the versions,
+        when the caller has them already."""
+        now = self.engine.ws.versions() if now is None else now
         old = self._versions
         if old is None:
             return {rel for rel in now if affects_tests(rel)}
@@ -161,7 +162,7 @@ class Session:
         if changed is None:
             return dataclasses.replace(Selection.all(), versions=versions)
         if self.known:
-            changed = set(changed) | self.unseen()
+            changed = set(changed) | self.unseen(versions)
         names = _names(changed) if changed else ""
         everything = Selection(None, frozenset(), f"all tests ({names} changed)" if changed else "all tests",
                                versions=versions)
