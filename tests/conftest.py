@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
+import subprocess
+import sys
 import textwrap
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
+
+from frognano.runtime.mlx_cpu import use_fast_blas
+
+# Before any test module imports mlx: its Linux CPU build's matmuls through the system's
+# OpenBLAS (.ci/run installs it) instead of the reference BLAS it bundles, 40x faster; the
+# MLX tests on SmolLM2 took 100-130 s each without it.
+use_fast_blas()
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
@@ -29,12 +39,64 @@ SHARED_FIXTURES = ("trained", "trained_mlx", "smollm2_torch", "smollm2_mlx", "ll
                    "compiled", "node_modules", "eglot", "made")
 
 
+# tryfirst: pytest-xdist's own hook reads these markers, so they are set before it runs.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        used = set(getattr(item, "fixturenames", ()))
-        group = next((name for name in SHARED_FIXTURES if name in used), None)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
+    groups: dict[int, str] = {}
+    for index, item in enumerate(items):
+        marker = item.get_closest_marker("xdist_group")
+        if marker is None:  # else named by the test: a fixture it asks for at run time (SMOLLM2_BACKENDS)
+            used = set(getattr(item, "fixturenames", ()))
+            name = next((name for name in SHARED_FIXTURES if name in used), None)
+            if name is None:
+                continue
+            item.add_marker(pytest.mark.xdist_group(name))
+            marker = item.get_closest_marker("xdist_group")
+        groups[index] = marker.args[0]
+        if config.getvalue("loadgroup") and "@" not in item.nodeid:
+            _name_the_group(item, groups[index])
+    # The slow tests (and every group holding one) first: the workers start on the long ones and
+    # the short ones fill in at the end, instead of a tail of training runs on one worker.
+    slow_groups = {groups[i] for i, item in enumerate(items) if i in groups and item.get_closest_marker("slow")}
+    def rank(pair: tuple[int, pytest.Item]) -> tuple[int, int]:
+        index, item = pair
+        slow = groups[index] in slow_groups if index in groups else item.get_closest_marker("slow") is not None
+        return (0 if slow else 1, index)
+
+    items[:] = [item for _, item in sorted(enumerate(items), key=rank)]
+
+
+def _name_the_group(item: pytest.Item, group: str) -> None:
+    """Put ``@group`` at the end of the test's id, as pytest-xdist's ``--dist loadgroup`` does:
+    its scheduler keeps the tests whose ids end alike on one worker.  pytest-xdist 3.8 writes the
+    new id to ``item._nodeid``, which pytest 9.2 no longer reads (a node's id is ``item._id``, a
+    structured NodeId), so under 9.2 no test was grouped and every worker built its own copy of
+    each shared fixture.  Where ``_id`` exists it is replaced here; xdist's own rename is then a
+    no-op.  (Older pytest: xdist's rename works and this leaves the id alone.)"""
+    if not hasattr(item, "_id"):
+        return
+    from _pytest.nodeid import NodeId
+
+    item._id = NodeId.parse(f"{item.nodeid}@{group}")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_plugin_autoload():
+    """The projects the suite repairs run without the suite's own pytest plugins.
+
+    This venv has pytest-lsp (which imports all of lsprotocol), pytest-asyncio, anyio, xdist and
+    pytest-timeout installed; loading them costs each fresh pytest run FrogNano starts about 1 s
+    (1.2-1.4 s against 0.2-0.3 s for examples/calc on 2 cores), thousands of times a suite, and
+    none of the suite's projects uses them.  pytest's own switch, which FrogNano passes to the
+    tests like the user's shell would, turns them off in every run the tests start.  A session
+    fixture: it runs in the xdist workers (after their own plugins loaded), never in the
+    controller, whose workers would otherwise start without xdist or pytest-timeout.  Tests of
+    plugin handling delete it for themselves (``monkeypatch.delenv``)."""
+    import os
+
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    yield
+    os.environ.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
 
 
 @pytest.fixture(autouse=True)
@@ -42,6 +104,27 @@ def _private_cache(tmp_path_factory, monkeypatch):
     cache = tmp_path_factory.mktemp("frognano-cache")
     monkeypatch.setenv("FROGNANO_CACHE_DIR", str(cache))
     return cache
+
+
+def run_frognano(*args: str, cwd: Path, cache: Path | None = None, timeout: float = CHILD_TIMEOUT,
+                 **kw) -> subprocess.CompletedProcess:
+    """``python -m frognano ARGS`` in ``cwd``, its output captured; with ``cache``, that folder is
+    its FrogNano cache (a session fixture runs before the per-test private cache is set)."""
+    env = kw.pop("env", None) or dict(os.environ)
+    if cache is not None:
+        env["FROGNANO_CACHE_DIR"] = str(cache)
+    return subprocess.run([sys.executable, "-m", "frognano", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env=env, **kw)
+
+
+@pytest.fixture(scope="session")
+def trained(tmp_path_factory):
+    """One ``frognano train --preset tiny-ci`` run (torch) for every test that reads a finished
+    run: (run directory, the command's output).  Made once per xdist worker (its tests share the
+    worker: SHARED_FIXTURES); a test that changes a run copies it first."""
+    where = tmp_path_factory.mktemp("trained")
+    done = run_frognano("train", "--preset", "tiny-ci", "-o", str(where / "run"), cwd=where, cache=where / "cache")
+    return where / "run", done
 
 
 def sigint_default() -> None:
@@ -116,6 +199,13 @@ def smollm2_gguf_path() -> Path | None:
     return None
 
 
+# ``backend`` for a test that takes ``smollm2_{backend}`` with ``request.getfixturevalue``: the
+# fixture is not in its fixturenames, so the group that keeps the session's import on one
+# worker is named here.
+SMOLLM2_BACKENDS = [pytest.param("torch", marks=pytest.mark.xdist_group("smollm2_torch")),
+                    pytest.param("mlx", marks=pytest.mark.xdist_group("smollm2_mlx"))]
+
+
 @pytest.fixture(scope="session")
 def smollm2_gguf() -> Path:
     path = smollm2_gguf_path()
@@ -136,7 +226,8 @@ def smollm2_torch(smollm2_gguf, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def smollm2_mlx(smollm2_gguf, tmp_path_factory) -> Path:
-    """SmolLM2 imported once per session into an mlx-lm folder (float16, not quantised)."""
+    """SmolLM2 imported once per session into an mlx-lm folder (not quantised; float32 on mlx's
+    CPU build, float16 on a GPU)."""
     pytest.importorskip("mlx_lm")
     pytest.importorskip("gguf")
     from frognano.runtime.gguf import import_gguf

@@ -67,7 +67,8 @@ def tiny(out: Path, fmt: str, seed: int) -> None:
 @click.argument("source", metavar="FILE.gguf", type=click.Path(dir_okay=False, path_type=Path))
 @click.argument("out", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--to", "to", type=click.Choice(["torch", "mlx", "mlx-4bit"]), default="torch", show_default=True,
-              help="torch: a transformers folder, float32.  mlx: an mlx-lm folder, float16.  "
+              help="torch: a transformers folder, float32.  mlx: an mlx-lm folder, float16 where MLX has "
+                   "a GPU, float32 on its CPU build (3x faster there).  "
                    "mlx-4bit: mlx-lm affine 4-bit, group size 64.")
 def import_command(source: Path, out: Path, to: str) -> None:
     """Convert the GGUF file FILE.gguf into the model folder OUT (which must not exist, or be empty).

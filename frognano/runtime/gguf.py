@@ -5,7 +5,8 @@
 
 - ``"torch"``: a transformers folder, float32, de-quantised by transformers' own GGUF reader,
   with the tokenizer, its chat template and the generation config;
-- ``"mlx"``: an mlx-lm folder, float16, not quantised;
+- ``"mlx"``: an mlx-lm folder, not quantised, float16 where MLX has a GPU and float32 on its
+  CPU build (``export.mlx_float_dtype``: 16-bit arithmetic there is emulated, 3x slower);
 - ``"mlx-4bit"``: an mlx-lm affine 4-bit folder, group size 64, its scales and biases float32
   as ``mlx_lm.convert -q`` leaves them for float32 weights (16-bit ones decode ~10x slower on
   mlx's CPU build; ``frognano export --dtype float16`` makes those where Metal wants them).
@@ -277,10 +278,10 @@ def _import(source: Path, out: Path, to: str, record: dict[str, Any] | None = No
         else:
             hf = staging / "hf"  # the de-quantised float32 weights the MLX folder is made from
             _write_torch(source, header, hf)
-            from .export import convert_mlx
+            from .export import convert_mlx, mlx_float_dtype
 
             if to == "mlx":
-                convert_mlx(hf, model, dtype="float16", what=str(source))
+                convert_mlx(hf, model, dtype=mlx_float_dtype(), what=str(source))
             else:  # 4-bit from float32, scales float32: as `mlx_lm.convert -q` of the same folder
                 convert_mlx(hf, model, bits=4, what=str(source))
         if record is not None:

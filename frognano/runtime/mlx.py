@@ -10,14 +10,18 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-import mlx.core as mx
-from mlx_lm.generate import generate_step
-from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache, trim_prompt_cache
-from mlx_lm.sample_utils import apply_top_p, categorical_sampling, make_sampler
+from .mlx_cpu import use_fast_blas
 
-from .base import Generation, Sampling
-from .grammar import CLOSE_MARGIN, ToolCallMatcher
-from .local import LocalModel, Turn, end_of_turn_ids
+use_fast_blas()  # before mlx's first import: its Linux CPU build's matmuls 40x faster (mlx_cpu.py)
+
+import mlx.core as mx  # noqa: E402
+from mlx_lm.generate import generate_step  # noqa: E402
+from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache, trim_prompt_cache  # noqa: E402
+from mlx_lm.sample_utils import apply_top_p, categorical_sampling, make_sampler  # noqa: E402
+
+from .base import Generation, Sampling  # noqa: E402
+from .grammar import CLOSE_MARGIN, ToolCallMatcher  # noqa: E402
+from .local import LocalModel, Turn, end_of_turn_ids  # noqa: E402
 
 
 class MLXModel(LocalModel):

@@ -27,12 +27,14 @@ POLL = 0.05  # seconds between looks at a run in flight
 # finding programs and modules, the locale and the terminal, the user's name, how the
 # interpreter runs and finds its libraries.  Nothing else: a token or a cloud key in
 # FrogNano's environment never reaches code under test unless the project names it in
-# ``test_env``.
+# ``test_env``.  pytest's own two plugin-loading variables pass too: they say how the user runs
+# pytest (which plugins load), so FrogNano's runs load what a run in the user's shell loads.
 ALLOWED_ENV = frozenset({
     "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TERM",
     "VIRTUAL_ENV", "CONDA_PREFIX", "LD_LIBRARY_PATH", "PYTHONPATH",
     "PYTHONHASHSEED", "PYTHONUTF8", "PYTHONIOENCODING", "PYTHONWARNINGS", "PYTHONDEVMODE",
     "PYTHONFAULTHANDLER", "PYTHONMALLOC", "PYTHONHOME", "PYTHONNOUSERSITE", "PYTHONUSERBASE",
+    "PYTEST_DISABLE_PLUGIN_AUTOLOAD", "PYTEST_PLUGINS",
 })
 ALLOWED_PREFIXES = ("LC_",)
 

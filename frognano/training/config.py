@@ -333,6 +333,6 @@ PRESETS: dict[str, dict[str, Any]] = {
     # The same, shortened for CI: the whole path (synthesis, rollouts, updates, checkpoints,
     # evaluation, merge, export) in a couple of minutes.
     "tiny-ci": {"base_model": "tiny", "steps": 3, "tasks_per_step": 2, "group_size": 2, "refills": 1,
-                "max_turns": 2, "max_new_tokens": 32, "tasks_per_repo": 4, "heldout_per_repo": 2,
+                "max_turns": 2, "max_new_tokens": 32, "tasks_per_repo": 4, "heldout_per_repo": 1,
                 "eval_every": 2, "synth_rounds": 1, **_TINY_MODEL},
 }

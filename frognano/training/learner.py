@@ -91,6 +91,9 @@ def export_final(final: Path, run: Path, export: str) -> Path | None:
     or mlx-lm not installed (a torch run on a machine without mlx; logged)."""
     if export != "mlx-4bit":
         return None
+    from ..runtime.mlx_cpu import use_fast_blas
+
+    use_fast_blas()
     try:
         import mlx_lm  # noqa: F401
     except ImportError:

@@ -14,14 +14,18 @@ import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import mlx.core as mx
-import mlx.nn as nn
-import mlx.optimizers as optim
-import numpy as np
-from mlx.utils import tree_flatten
+from ..runtime.mlx_cpu import use_fast_blas
 
-from ..errors import UsageError
-from .grpo import GRPOConfig, NonFiniteLossError, Sample, assemble, check_loss_inputs, loss_mask
+use_fast_blas()  # before mlx's first import (runtime/mlx_cpu.py)
+
+import mlx.core as mx  # noqa: E402
+import mlx.nn as nn  # noqa: E402
+import mlx.optimizers as optim  # noqa: E402
+import numpy as np  # noqa: E402
+from mlx.utils import tree_flatten  # noqa: E402
+
+from ..errors import UsageError  # noqa: E402
+from .grpo import GRPOConfig, NonFiniteLossError, Sample, assemble, check_loss_inputs, loss_mask  # noqa: E402
 
 __all__ = ["grpo_loss", "grpo_step", "lora_adapters", "lora_model", "make_optimizer", "sequence_logprobs"]
 

@@ -19,13 +19,17 @@ import json
 import shutil
 from pathlib import Path
 
-import mlx.core as mx
-from mlx.utils import tree_flatten, tree_unflatten
+from ..runtime.mlx_cpu import use_fast_blas
 
-from ..errors import FrogNanoError, UsageError
-from .config import TrainConfig
-from .grpo import GRPOConfig, Sample
-from .learner import base_model_path, export_final, publish
+use_fast_blas()  # before mlx's first import (runtime/mlx_cpu.py)
+
+import mlx.core as mx  # noqa: E402
+from mlx.utils import tree_flatten, tree_unflatten  # noqa: E402
+
+from ..errors import FrogNanoError, UsageError  # noqa: E402
+from .config import TrainConfig  # noqa: E402
+from .grpo import GRPOConfig, Sample  # noqa: E402
+from .learner import base_model_path, export_final, publish  # noqa: E402
 
 __all__ = ["MLXLearner"]
 

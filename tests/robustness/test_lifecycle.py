@@ -3,7 +3,7 @@ server's shutdown and exit, and ``watch --apply`` on a project it cannot write.
 
 Each case ends in one named error line and the README's exit code, never a traceback, and
 loses nothing: a refused resume leaves the run as it was, a refused apply leaves the user's
-file as it was.  Everything runs for real: one tiny-ci training run (module-scoped, copied per
+file as it was.  Everything runs for real: one tiny-ci training run (the session's, copied per
 case), ``frognano serve`` over pipes, ``frognano watch --apply`` in a subprocess.
 """
 
@@ -55,14 +55,13 @@ def _files(root: Path, skip: tuple[str, ...] = ()) -> dict[str, str]:
 CHECKPOINT = "checkpoints/step-000003"
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory) -> Path:
-    """One finished tiny-ci run (3 steps; ``latest`` names step-000003)."""
-    where = tmp_path_factory.mktemp("trained")
-    done = _frognano("train", "--preset", "tiny-ci", "-o", str(where / "run"), cwd=where)
+@pytest.fixture
+def finished(trained) -> Path:
+    """The session's finished tiny-ci run (3 steps; ``latest`` names step-000003); copy it to change it."""
+    run, done = trained
     assert done.returncode == 0, done.stderr[-3000:]
-    assert (where / "run" / "latest").read_text() == "step-000003"
-    return where / "run"
+    assert (run / "latest").read_text() == "step-000003"
+    return run
 
 
 def _outside(run: Path) -> Path:
@@ -146,10 +145,10 @@ TAMPERINGS: dict[str, tuple[Callable[[Path], object], str]] = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(TAMPERINGS))
-def test_a_tampered_run_refuses_to_resume_with_one_line(trained, tmp_path, name):
+def test_a_tampered_run_refuses_to_resume_with_one_line(finished, tmp_path, name):
     tamper, culprit = TAMPERINGS[name]
     run = tmp_path / "run"
-    shutil.copytree(trained, run, symlinks=True)
+    shutil.copytree(finished, run, symlinks=True)
     tamper(run)
     # What a resume may add to before it reaches the checkpoint: the held-out and pool task
     # stores top themselves up, and the event files start a new one.
@@ -169,10 +168,10 @@ def test_a_tampered_run_refuses_to_resume_with_one_line(trained, tmp_path, name)
 
 
 @pytest.mark.slow
-def test_garbage_metric_rows_are_dropped_and_the_run_resumes(trained, tmp_path):
+def test_garbage_metric_rows_are_dropped_and_the_run_resumes(finished, tmp_path):
     """A sound recovery: metric rows that are not a step's object go, as a cut-off row does."""
     run = tmp_path / "run"
-    shutil.copytree(trained, run, symlinks=True)
+    shutil.copytree(finished, run, symlinks=True)
     metrics = run / "metrics.jsonl"
     rows = metrics.read_text()
     metrics.write_text(rows + '[1]\n"x"\n{"step": "x"}\n')

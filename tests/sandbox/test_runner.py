@@ -244,6 +244,7 @@ def test_a_dependency_that_imports_the_project_is_left_out_and_the_rest_stays_wa
     root = make_project(files)
     # The project on the path too, as an editable install would put it.
     monkeypatch.setenv("PYTHONPATH", f"{site}:{root}")
+    monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", raising=False)  # installed plugins load
     with Workspace(root) as ws:
         ws.sync()
         with TestRunner(ws) as runner, caplog.at_level(logging.INFO, logger="frognano.sandbox.forkserver"):
@@ -255,6 +256,34 @@ def test_a_dependency_that_imports_the_project_is_left_out_and_the_rest_stays_wa
     assert run.tests["tests/test_sneaky.py::test_s"].outcome == "passed"
     assert run.tests["tests/test_core.py::test_adult"].outcome == "failed"
     assert fixed.tests["tests/test_core.py::test_adult"].outcome == "passed" and not fixed.leaks
+
+
+@pytest.mark.parametrize("fresh", [False, True], ids=["warm", "fresh"])
+def test_pytests_plugin_variables_reach_the_tests_as_from_the_users_shell(make_project, monkeypatch, fresh):
+    """PYTEST_DISABLE_PLUGIN_AUTOLOAD and PYTEST_PLUGINS say which plugins pytest loads: an
+    installed plugin (a pytest11 entry point) that gives the tests a fixture loads by default,
+    not with the first, and again when the second names it; warm and fresh alike."""
+    site = make_project({
+        "magicplugin.py": "import pytest\n\n@pytest.fixture\ndef magic():\n    return 42\n",
+        "magicplugin-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: magicplugin\nVersion: 1.0\n",
+        "magicplugin-1.0.dist-info/entry_points.txt": "[pytest11]\nmagicplugin = magicplugin\n",
+    }, name="site")
+    root = make_project({"tests/test_m.py": "def test_m(magic):\n    assert magic == 42\n"})
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    test = "tests/test_m.py::test_m"
+
+    def outcome() -> str:
+        with Workspace(root) as ws:
+            ws.sync()
+            with TestRunner(ws) as runner:
+                return runner.run([test], fresh=fresh).tests[test].outcome
+
+    monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    assert outcome() == "passed"
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    assert outcome() == "error"  # fixture 'magic' not found
+    monkeypatch.setenv("PYTEST_PLUGINS", "magicplugin")
+    assert outcome() == "passed"
 
 
 def test_missing_interpreter_is_a_usage_error(workspace):

@@ -248,10 +248,11 @@ STRICT = {
 }
 
 
-def test_a_project_that_turns_warnings_into_errors_runs_warm_as_fresh(make_project):
+def test_a_project_that_turns_warnings_into_errors_runs_warm_as_fresh(make_project, monkeypatch):
     """`filterwarnings = error` (dateutil's): nothing of FrogNano's may warn inside the tests'
     process (a results file left open collected as a ResourceWarning; pytest's warning that
     pre-imported plugins cannot be rewritten), or every warm run fails where pytest passes."""
+    monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", raising=False)  # this venv's plugins load
     with Workspace(make_project(STRICT)) as ws:
         ws.sync()
         with TestRunner(ws, RunnerConfig()) as runner:

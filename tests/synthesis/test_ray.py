@@ -18,6 +18,10 @@ try:
 except ImportError:  # pragma: no cover - depends on the environment
     pytest.skip("ray is not installed (pip install 'frognano[ray]')", allow_module_level=True)
 
+# Every test that starts a local Ray shares one xdist worker: "auto" finds a cluster another
+# worker's test is running (test_auto_without_a_cluster_exits_2 connected to one and failed).
+pytestmark = pytest.mark.xdist_group("ray")
+
 
 @pytest.mark.slow
 def test_ray_gives_the_same_tasks_as_the_local_pool(calc, tmp_path):

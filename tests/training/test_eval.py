@@ -157,6 +157,7 @@ def test_eval_cli_usage_errors(tmp_path, arith_tasks):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("ray")  # one worker for every local Ray (tests/synthesis/test_ray.py)
 def test_eval_through_a_real_local_ray_gives_the_local_rows(arith_tasks, tmp_path):
     pytest.importorskip("ray")
     tasks, _ = load_tasks(write_jsonl(tmp_path / "tasks.jsonl", arith_tasks))

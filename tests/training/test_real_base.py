@@ -19,7 +19,7 @@ from frognano.repair.agent import EpisodeStatus
 from frognano.training.config import ATTENTION, MLP, PRESETS, TrainConfig
 from frognano.training.metrics import LOOPING, summarize
 
-from ..conftest import CHILD_TIMEOUT, EXAMPLES
+from ..conftest import CHILD_TIMEOUT, EXAMPLES, SMOLLM2_BACKENDS
 
 
 def _row(iid: str, status: str, end: str | None, invalid: int = 0, calls: int = 2, tokens: int = 100) -> dict:
@@ -168,7 +168,7 @@ def _tool_call_group(policy, tokenizer, temperature: float, logprobs) -> list:
 
 @pytest.mark.real_model
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["torch", "mlx"])
+@pytest.mark.parametrize("backend", SMOLLM2_BACKENDS)
 def test_a_grpo_update_moves_the_attention_adapters_of_the_real_base(backend, request, tmp_path):
     """One update with a gradient on each backend: LoRA on SmolLM2's attention projections (its
     tied output layer is never targeted), and a step changes them."""
@@ -208,7 +208,7 @@ _EDITS = ((1.0, '{"name": "edit", "arguments": {"path": "calc/stats.py", "old": 
 
 @pytest.mark.real_model
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["torch", "mlx"])
+@pytest.mark.parametrize("backend", SMOLLM2_BACKENDS)
 def test_one_small_update_raises_the_rewarded_free_form_edit(backend, request, tmp_path):
     """The small preset on SmolLM2 (the same config on both backends, only the backend named):
     LoRA on the attention and MLP projections, and one GRPO update on a group of two free-form

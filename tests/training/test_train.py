@@ -113,15 +113,6 @@ def test_metric_rows_become_tensorboard_tags():
                             "frontier/arith-b1-function-d0": 0.4, "ends/submitted": 5.0}
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """One tiny-ci training run for this module's tests: (run directory, the command's output)."""
-    tmp_path = tmp_path_factory.mktemp("trained")
-    run = tmp_path / "run"
-    done = _frognano("train", "--preset", "tiny-ci", "-o", str(run), cwd=tmp_path)
-    return run, done
-
-
 @pytest.mark.slow
 def test_the_tiny_preset_trains_and_its_model_serves(trained, tmp_path):
     run, done = trained
@@ -170,7 +161,10 @@ def test_a_killed_run_resumes_without_counting_a_step_twice(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("where", [["--workers", "2"], ["--workers", "2", "--ray", "local"]], ids=["processes", "ray"])
+@pytest.mark.parametrize("where", [["--workers", "2"],
+                                   pytest.param(["--workers", "2", "--ray", "local"],
+                                                marks=pytest.mark.xdist_group("ray"))],  # test_ray.py says why
+                         ids=["processes", "ray"])
 def test_rollouts_on_workers(tmp_path, where):
     if "--ray" in where:
         pytest.importorskip("ray")

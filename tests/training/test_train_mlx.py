@@ -28,7 +28,7 @@ from frognano.training.env import RepoEnv  # noqa: E402
 from frognano.training.grpo import Sample  # noqa: E402
 from frognano.training.tasks import parse_row  # noqa: E402
 
-from ..conftest import CHILD_TIMEOUT  # noqa: E402
+from ..conftest import CHILD_TIMEOUT, run_frognano  # noqa: E402
 from .conftest import assert_fix_runs_the_model  # noqa: E402
 from .test_train import kill_after_first_step, server_runs_the_model  # noqa: E402
 
@@ -170,12 +170,15 @@ def test_an_mlx_rollout_records_what_the_loss_scores(arith, arith_tasks, tiny_to
 
 
 # -- the command line, end to end --------------------------------------------------------------------
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def trained_mlx(tmp_path_factory):
-    """One tiny-ci MLX training run for this module's tests: (run directory, the command's output)."""
+    """One tiny-ci MLX training run for this module's tests: (run directory, the command's output).
+    Session-scoped: a module-scoped one was made twice when xdist ran another module's test
+    between this module's (about 60 s each time)."""
     tmp_path = tmp_path_factory.mktemp("trained-mlx")
     run = tmp_path / "run"
-    done = _frognano("train", "--preset", "tiny-ci", "--backend", "mlx", "-o", str(run), cwd=tmp_path)
+    done = run_frognano("train", "--preset", "tiny-ci", "--backend", "mlx", "-o", str(run), cwd=tmp_path,
+                        cache=tmp_path / "cache")
     return run, done
 
 

@@ -87,12 +87,16 @@ def preimport(names: list[str], roots: list[str], own: set[str]) -> tuple[list[s
             pass
     _PYTEST_CLOSURE.update(sys.modules)
     wanted = list(names)
-    try:
-        from importlib.metadata import entry_points
+    # What pytest itself will load: the modules PYTEST_PLUGINS names, and the installed plugins
+    # (pytest11 entry points) unless PYTEST_DISABLE_PLUGIN_AUTOLOAD turns them off.
+    wanted += [m.strip() for m in os.environ.get("PYTEST_PLUGINS", "").split(",") if m.strip()]
+    if not os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+        try:
+            from importlib.metadata import entry_points
 
-        wanted += [ep.module for ep in entry_points(group="pytest11")]
-    except Exception:  # noqa: BLE001
-        pass
+            wanted += [ep.module for ep in entry_points(group="pytest11")]
+        except Exception:  # noqa: BLE001
+            pass
     imported, failed, left_out = [], {}, {}
     for name in wanted:
         before = set(sys.modules)
