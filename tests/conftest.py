@@ -92,8 +92,6 @@ def _no_plugin_autoload():
     fixture: it runs in the xdist workers (after their own plugins loaded), never in the
     controller, whose workers would otherwise start without xdist or pytest-timeout.  Tests of
     plugin handling delete it for themselves (``monkeypatch.delenv``)."""
-    import os
-
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     yield
     os.environ.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
