@@ -15,6 +15,27 @@ import pytest
 
 from frognano.runtime.mlx_cpu import use_fast_blas
 
+
+def _one_share_of_the_cores() -> None:
+    """Each pytest-xdist worker's numeric libraries use its share of the cores, not all of them.
+
+    torch (OpenMP), numpy and mlx (OpenBLAS) size their thread pools by the machine's cores and
+    spin-wait between operations; with one worker per core that is N workers x N threads
+    spinning on N cores, for the workers and every process they start (``frognano train``,
+    rollout workers, model servers inherit the variables).  On 2 cores the quick training and
+    runtime tests took 134 s with the libraries' own pools (1.24 M involuntary context
+    switches) and 91 s with one thread a worker (0.53 M).  Set at import, before any of them
+    loads; only in workers (``-n 0`` keeps the libraries' defaults), never over the user's own."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if not workers:
+        return
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    share = str(max(1, cores // max(1, int(workers))))
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(name, share)
+
+
+_one_share_of_the_cores()
 # Before any test module imports mlx: its Linux CPU build's matmuls through the system's
 # OpenBLAS (.ci/run installs it) instead of the reference BLAS it bundles, 40x faster; the
 # MLX tests on SmolLM2 took 100-130 s each without it.
@@ -53,7 +74,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group(name))
             marker = item.get_closest_marker("xdist_group")
         groups[index] = marker.args[0]
-        if config.getvalue("loadgroup") and "@" not in item.nodeid:
+        # An xdist worker's option (its remote.py sets it); absent under -n 0, which groups nothing.
+        if getattr(config.option, "loadgroup", False) and "@" not in item.nodeid:
             _name_the_group(item, groups[index])
     # The slow tests (and every group holding one) first: the workers start on the long ones and
     # the short ones fill in at the end, instead of a tail of training runs on one worker.
@@ -116,12 +138,28 @@ def run_frognano(*args: str, cwd: Path, cache: Path | None = None, timeout: floa
 
 
 @pytest.fixture(scope="session")
-def trained(tmp_path_factory):
+def training_cache(tmp_path_factory) -> Path:
+    """One FrogNano cache for the session's training runs on the bundled examples (one per xdist
+    worker).  A run repairs each example once and keeps the repaired tree in the cache by the
+    example's content (``training.presets.example_repos``): 14 s of every tiny-ci run, which a
+    private cache per test made again in each.  ``training.test_presets`` tests the repair itself."""
+    return tmp_path_factory.mktemp("training-cache")
+
+
+@pytest.fixture
+def shared_training_cache(training_cache, _private_cache, monkeypatch) -> Path:
+    """This test's FrogNano runs use the session's training cache (``training_cache``)."""
+    monkeypatch.setenv("FROGNANO_CACHE_DIR", str(training_cache))
+    return training_cache
+
+
+@pytest.fixture(scope="session")
+def trained(tmp_path_factory, training_cache):
     """One ``frognano train --preset tiny-ci`` run (torch) for every test that reads a finished
     run: (run directory, the command's output).  Made once per xdist worker (its tests share the
     worker: SHARED_FIXTURES); a test that changes a run copies it first."""
     where = tmp_path_factory.mktemp("trained")
-    done = run_frognano("train", "--preset", "tiny-ci", "-o", str(where / "run"), cwd=where, cache=where / "cache")
+    done = run_frognano("train", "--preset", "tiny-ci", "-o", str(where / "run"), cwd=where, cache=training_cache)
     return where / "run", done
 
 

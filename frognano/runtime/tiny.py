@@ -337,8 +337,12 @@ def build_tiny(
     num_key_value_heads: int = 2,
     head_dim: int = 16,
     tie_word_embeddings: bool = True,
+    dtype: Literal["float16", "float32"] | None = None,
 ) -> Path:
     """Write a random Qwen3 model with a locally trained tokenizer to ``out`` and return it.
+
+    ``dtype`` overrides the format's weight dtype (float32 for torch, float16 for mlx): a run
+    that trains on mlx's CPU build asks for float32 (``training.learner.base_model_path``).
 
     ``tie_word_embeddings=False`` gives the model its own output layer (``lm_head``), which
     LoRA can then adapt: training uses that (``training.presets``), because the tied random
@@ -358,7 +362,10 @@ def build_tiny(
         num_hidden_layers=num_hidden_layers, num_attention_heads=num_attention_heads,
         num_key_value_heads=num_key_value_heads, head_dim=head_dim, tie_word_embeddings=tie_word_embeddings,
     )
-    dtype = "float32" if fmt == "torch" else "float16"
+    if dtype is None:
+        dtype = "float32" if fmt == "torch" else "float16"
+    elif dtype not in ("float16", "float32"):
+        raise UsageError(f"unknown weight dtype {dtype!r}: expected 'float16' or 'float32'")
 
     try:
         import numpy  # noqa: F401

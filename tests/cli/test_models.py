@@ -199,10 +199,13 @@ def test_export_gguf_of_a_tokenizer_llama_cpp_does_not_know_is_one_line(tmp_path
 @pytest.mark.real_model
 @pytest.mark.slow
 def test_gguf_round_trip_predicts_like_the_source_folder(tmp_path, smollm2_torch, llama_cpp_dir):
-    """Export the imported SmolLM2 to GGUF (q8_0), read it back with transformers, and compare
-    the next-token logits on a fixed prompt with the source folder's."""
+    """Export the imported SmolLM2 to GGUF (q8_0), read it back as ``--model torch:FILE.gguf``
+    does (transformers' GGUF reader, through FrogNano's import), and compare the next-token
+    logits on a fixed prompt with the source folder's."""
     torch = pytest.importorskip("torch")
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from frognano.runtime.gguf import import_gguf
 
     before = {p for p in llama_cpp_dir.rglob("*")}
     result = CliRunner().invoke(export_command, [str(smollm2_torch), "--to", "gguf", str(tmp_path / "smol.gguf")])
@@ -216,7 +219,8 @@ def test_gguf_round_trip_predicts_like_the_source_folder(tmp_path, smollm2_torch
         source = AutoModelForCausalLM.from_pretrained(str(smollm2_torch), dtype=torch.float32)
         expected = source(ids).logits[0, -1].float()
         del source
-        back = AutoModelForCausalLM.from_pretrained(str(tmp_path), gguf_file="smol.gguf", dtype=torch.float32)
+        back = AutoModelForCausalLM.from_pretrained(
+            str(import_gguf(tmp_path / "smol.gguf", tmp_path / "back", to="torch").path), dtype=torch.float32)
         got = back(ids).logits[0, -1].float()
     assert int(got.argmax()) == int(expected.argmax())
     assert set(got.topk(5).indices.tolist()) == set(expected.topk(5).indices.tolist())

@@ -109,7 +109,18 @@ def test_sharded_steps_with_summed_gradients_equal_the_single_step(policy, world
     samples = _samples(policy)
     assert len(assemble(samples, config)[0]) == 5
     copies = [copy.deepcopy(policy) for _ in range(world)]
-    want = grpo_step(policy, make_optimizer(policy, config), samples, config)
+    optimizer = make_optimizer(policy, config)
+    names = {id(p): n for n, p in policy.named_parameters()}
+    grads: dict[str, torch.Tensor] = {}
+
+    def keep_grads(opt, args, kwargs) -> None:  # the single step's gradient, as the optimiser sees it
+        for group in opt.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    grads[names[id(p)]] = p.grad.detach().clone()
+
+    optimizer.register_step_pre_hook(keep_grads)
+    want = grpo_step(policy, optimizer, samples, config)
     ranks, results, errors = _Ranks(world), [None] * world, []
 
     def run(rank: int) -> None:
@@ -132,8 +143,17 @@ def test_sharded_steps_with_summed_gradients_equal_the_single_step(policy, world
         assert results[rank]["stepped"] == 1.0
         for k in ("loss", "grad_norm", "tokens", "ratio_mean", "clip_low_fraction", "clip_high_fraction"):
             assert results[rank][k] == pytest.approx(want[k], abs=1e-6), (rank, k)
+        # AdamW's first step moves a weight by lr * g / (|g| + eps): about +-lr whatever |g| is.
+        # Where g is at float rounding level (a sum whose terms cancel), its sign, and so the
+        # weight, depends on the order the ranks' parts were added; those few (checked below)
+        # can differ by 2 lr.  Everywhere else the sharded step is the single one.
+        conditioned, total = 0, 0
         for name, p in lora_state(model).items():
-            assert torch.allclose(p, expected[name], atol=1e-6), (rank, name)
+            solid = (grads[name].abs() > 1e-5) | (grads[name] == 0)  # a zero gradient sums to zero
+            conditioned, total = conditioned + int(solid.sum()), total + solid.numel()
+            assert torch.allclose(p[solid], expected[name][solid], atol=1e-6), (rank, name)
+            assert torch.all((p - expected[name]).abs() <= 2 * config.learning_rate + 1e-6), (rank, name)
+        assert conditioned >= 0.9 * total, (conditioned, total)
 
 
 def test_a_single_process_has_no_distributed_state(monkeypatch):
@@ -224,7 +244,7 @@ def _free_port() -> int:
 
 
 @pytest.mark.slow
-def test_accelerate_launch_trains_on_two_processes(tmp_path):
+def test_accelerate_launch_trains_on_two_processes(tmp_path, shared_training_cache):
     """The README's command on two CPU processes (gloo): the run directory is one run's, written
     once, the held-out tasks are shared out and counted once, and both ranks end with the same
     adapter weights."""

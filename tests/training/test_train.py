@@ -148,7 +148,7 @@ def test_the_tiny_preset_trains_and_its_model_serves(trained, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_killed_run_resumes_without_counting_a_step_twice(tmp_path):
+def test_a_killed_run_resumes_without_counting_a_step_twice(tmp_path, shared_training_cache):
     run = tmp_path / "run"
     kill_after_first_step(["train", "--preset", "tiny-ci", "-o", str(run)], run, tmp_path)
     other = _frognano("train", "--preset", "tiny-ci", "--steps", "5", "-o", str(run), "--resume", cwd=tmp_path)
@@ -165,7 +165,7 @@ def test_a_killed_run_resumes_without_counting_a_step_twice(tmp_path):
                                    pytest.param(["--workers", "2", "--ray", "local"],
                                                 marks=pytest.mark.xdist_group("ray"))],  # test_ray.py says why
                          ids=["processes", "ray"])
-def test_rollouts_on_workers(tmp_path, where):
+def test_rollouts_on_workers(tmp_path, where, shared_training_cache):
     if "--ray" in where:
         pytest.importorskip("ray")
     run = tmp_path / "run"

@@ -113,8 +113,8 @@ def test_the_mlx_learner_resumes_exactly_and_fuses_what_it_learned(tmp_path, hea
         fresh = make_learner(config, tmp_path, {"folder": checkpoint})
         assert np.allclose(_logits(with_adapter, ids), _logits(fresh.policy.model, ids), atol=1e-5)
 
-    # Fused and saved, the final model computes what the trained policy computed (to float16
-    # rounding of the merged weights), which is not what the base model computes.
+    # Fused and saved, the final model computes what the trained policy computed (to the
+    # rounding of the merged weights: float16 on a GPU), which is not what the base model computes.
     trained = _logits(resumed.policy.model, ids)
     base = load_model(f"mlx:{tmp_path / 'base'}")
     final, export = resumed.finish(tmp_path, "none")
@@ -123,6 +123,22 @@ def test_the_mlx_learner_resumes_exactly_and_fuses_what_it_learned(tmp_path, hea
     moved = np.abs(trained - _logits(base.model, ids)).max()
     assert np.abs(trained - _logits(merged.model, ids)).max() < moved / 10, moved
     assert json.loads((final / "config.json").read_text())["model_type"] == "qwen3"
+
+
+def test_the_tiny_base_has_the_dtype_mlx_computes_in_here(tmp_path):
+    """The tiny preset's base for mlx is float32 on mlx's CPU build, where float16 arithmetic is
+    emulated (tiny-ci's three steps: 29 s as float16, 13 s as float32), float16 with a GPU; the
+    tiny model built for inference keeps float16, as converted MLX models are."""
+    from frognano.runtime.export import mlx_float_dtype
+    from frognano.runtime.tiny import build_tiny
+    from frognano.training.learner import base_model_path
+
+    config = TrainConfig(**{**PRESETS["tiny-ci"], "backend": "mlx"})
+    base = Path(base_model_path(config, tmp_path))
+    assert json.loads((base / "config.json").read_text())["torch_dtype"] == mlx_float_dtype()
+    assert json.loads((build_tiny(tmp_path / "plain", "mlx") / "config.json").read_text())["torch_dtype"] == "float16"
+    with pytest.raises(UsageError, match="bfloat16"):
+        build_tiny(tmp_path / "other", "mlx", dtype="bfloat16")
 
 
 def test_a_checkpoint_from_another_model_is_refused(tmp_path):
@@ -171,14 +187,14 @@ def test_an_mlx_rollout_records_what_the_loss_scores(arith, arith_tasks, tiny_to
 
 # -- the command line, end to end --------------------------------------------------------------------
 @pytest.fixture(scope="session")
-def trained_mlx(tmp_path_factory):
+def trained_mlx(tmp_path_factory, training_cache):
     """One tiny-ci MLX training run for this module's tests: (run directory, the command's output).
     Session-scoped: a module-scoped one was made twice when xdist ran another module's test
     between this module's (about 60 s each time)."""
     tmp_path = tmp_path_factory.mktemp("trained-mlx")
     run = tmp_path / "run"
     done = run_frognano("train", "--preset", "tiny-ci", "--backend", "mlx", "-o", str(run), cwd=tmp_path,
-                        cache=tmp_path / "cache")
+                        cache=training_cache)
     return run, done
 
 
@@ -215,7 +231,7 @@ def test_the_tiny_preset_trains_on_mlx_and_its_model_serves(trained_mlx, tmp_pat
 
 
 @pytest.mark.slow
-def test_a_killed_mlx_run_resumes_without_counting_a_step_twice(tmp_path):
+def test_a_killed_mlx_run_resumes_without_counting_a_step_twice(tmp_path, shared_training_cache):
     run = tmp_path / "run"
     cmd = ["train", "--preset", "tiny-ci", "--backend", "mlx", "-o", str(run)]
     kill_after_first_step(cmd, run, tmp_path)
@@ -232,7 +248,7 @@ def test_a_killed_mlx_run_resumes_without_counting_a_step_twice(tmp_path):
 
 
 @pytest.mark.slow
-def test_mlx_rollouts_on_worker_processes(tmp_path):
+def test_mlx_rollouts_on_worker_processes(tmp_path, shared_training_cache):
     run = tmp_path / "run"
     done = _frognano("train", "--preset", "tiny-ci", "--backend", "mlx", "--workers", "2", "-o", str(run),
                      cwd=tmp_path)
