@@ -33,12 +33,15 @@ What it measures
     .venv/bin/python benchmarks/history/localisation.py
     .venv/bin/python benchmarks/history/localisation.py --projects attrs --json loc.json -v
     .venv/bin/python benchmarks/history/localisation.py --table loc.json
+    .venv/bin/python benchmarks/history/localisation.py --dump /tmp/diagnoses   # run once, save
+    .venv/bin/python benchmarks/history/localisation.py --replay /tmp/diagnoses # re-rank in seconds
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import pickle
 import statistics
 import sys
 import tempfile
@@ -55,7 +58,7 @@ from frognano.config import load_settings  # noqa: E402
 from frognano.errors import FrogNanoError  # noqa: E402
 from frognano.repair.engine import Engine  # noqa: E402
 from frognano.repair.localize import Location, localize  # noqa: E402
-from frognano.sandbox.spectra import is_test_file  # noqa: E402
+from frognano.sandbox.spectra import CoverageMap, is_test_file  # noqa: E402
 from frognano.sandbox.workspace import Workspace  # noqa: E402
 
 RANKINGS = ("ochiai", "+traceback", "frognano", "frames-first")
@@ -104,7 +107,7 @@ def rank_in(ranking: list[Location], path: str, line: int) -> int | None:
     return None
 
 
-def diagnose(task: Task, scratch: Path) -> tuple[LocRow, dict[str, list[Location]]]:
+def diagnose(task: Task, scratch: Path, dump: Path | None = None) -> tuple[LocRow, dict[str, list[Location]]]:
     row = LocRow(task.id, task.project)
     project = copy_project(task, scratch / task.project)
     start = time.monotonic()
@@ -112,16 +115,24 @@ def diagnose(task: Task, scratch: Path) -> tuple[LocRow, dict[str, list[Location
         settings = load_settings(project, {"python": task.python, "test_args": task.test_args, "lanes": 1})
         with Workspace(project, cache=scratch / "cache") as ws, Engine(ws, settings) as engine:
             diagnosis = engine.diagnose()
-            full = localize(diagnosis.run, diagnosis.coverage, engine._read, limit=EVERYTHING)
+            # What the engine ranks: without the tests the sandbox refused (when others fail).
+            run = engine.without_refused(diagnosis.run)
+            full = localize(run, diagnosis.coverage, engine._read, limit=EVERYTHING)
             if [(x.path, x.line) for x in full[: len(diagnosis.locations)]] != \
                     [(x.path, x.line) for x in diagnosis.locations]:
                 row.note = "localize() differs from the diagnosis' locations; "
+            if dump is not None:
+                save_diagnosis(dump / f"{task.id}.pickle", run, diagnosis.coverage, project)
     except FrogNanoError as exc:
         row.status, row.seconds = "error", time.monotonic() - start
         row.note += " ".join(str(exc).split())[:300]
         return row, {}
     row.seconds = time.monotonic() - start
-    run = diagnosis.run
+    return judge(task, row, run, diagnosis.coverage, full)
+
+
+def judge(task: Task, row: LocRow, run, coverage, full: list[Location]) -> tuple[LocRow, dict[str, list[Location]]]:
+    """Fill ``row`` from one diagnosis (``run``, ``coverage``) and FrogNano's ranking ``full``."""
     row.tests, row.failing = len(run.tests), len(run.failing)
     row.diagnosed = bool(task.fail_to_pass) and set(task.fail_to_pass) <= set(run.failing)
     if not run.failing:
@@ -135,7 +146,7 @@ def diagnose(task: Task, scratch: Path) -> tuple[LocRow, dict[str, list[Location
     if missed:
         row.note += f"{len(missed)} of FAIL_TO_PASS passing (e.g. {sorted(missed)[0]}); "
     firsts, targets = first_targets(task), target_lines(task)
-    row.covered = any(line in diagnosis.coverage.by_test.get(n, {}).get(path, ())
+    row.covered = any(line in coverage.by_test.get(n, {}).get(path, ())
                       for n in run.failing for path, line in firsts)
     if is_test_file(task.first_line[0]):
         row.note += "first_line is in a test file; "
@@ -152,10 +163,44 @@ def diagnose(task: Task, scratch: Path) -> tuple[LocRow, dict[str, list[Location
     return row, rankings
 
 
-def measure(task: Task) -> LocRow:
+# -- saved diagnoses: re-rank without running a suite ---------------------------------------------
+
+def save_diagnosis(path: Path, run, coverage, project: Path) -> None:
+    """The run, its coverage and the text of every ``.py`` file of the project: all ``localize``
+    reads, so that ``--replay`` ranks the same diagnosis again in milliseconds (to try a change
+    to the ranking on the whole corpus without re-running 68 suites)."""
+    texts = {}
+    for file in project.rglob("*.py"):
+        rel = file.relative_to(project).as_posix()
+        if not rel.startswith((".venv/", ".frognano/")):
+            try:
+                texts[rel] = file.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(pickle.dumps({"run": run, "coverage": coverage.by_test, "texts": texts}))
+
+
+def replay(task: Task, saved: Path) -> LocRow:
+    row = LocRow(task.id, task.project, note="replayed; ")
+    if not saved.exists():
+        row.status, row.note = "error", f"no saved diagnosis {saved}"
+        return row
+    data = pickle.loads(saved.read_bytes())
+    texts = data["texts"]
+    coverage = CoverageMap(data["coverage"])
+    start = time.monotonic()
+    full = localize(data["run"], coverage, texts.get, limit=EVERYTHING)
+    row.seconds = time.monotonic() - start
+    row, _ = judge(task, row, data["run"], coverage, full)
+    row.note = row.note.strip().rstrip(";")
+    return row
+
+
+def measure(task: Task, dump: Path | None = None) -> LocRow:
     with tempfile.TemporaryDirectory(prefix=f"history-loc-{task.id}-") as tmp:
         try:
-            row, _ = diagnose(task, Path(tmp))
+            row, _ = diagnose(task, Path(tmp), dump)
         except Exception as exc:  # noqa: BLE001 - one broken task is a row, not the end
             row = LocRow(task.id, task.project, "error", note=f"benchmark error: {exc!r}"[:300])
     row.note = row.note.strip().rstrip(";")
@@ -199,6 +244,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tasks", nargs="+", metavar="GLOB", help="task ids to measure (default: all)")
     ap.add_argument("--json", type=Path, metavar="OUT", help="write the per-task rows here")
     ap.add_argument("--table", type=Path, nargs="+", metavar="ROWS", help="print saved rows instead of running")
+    ap.add_argument("--dump", type=Path, metavar="DIR",
+                    help="also save each diagnosis (run, coverage, sources) as DIR/<task>.pickle")
+    ap.add_argument("--replay", type=Path, metavar="DIR",
+                    help="rank the diagnoses saved by --dump again instead of running the suites")
     ap.add_argument("-v", "--verbose", action="store_true", help="also a row per task")
     args = ap.parse_args(argv)
     if args.table:
@@ -208,10 +257,16 @@ def main(argv: list[str] | None = None) -> int:
         tasks = load_tasks(args.corpus, split_list(args.projects), split_list(args.tasks))
         if not tasks:
             ap.error("no task matches")
-        print(f"diagnosing {len(tasks)} tasks", file=sys.stderr, flush=True)
+        if not args.replay:
+            print(f"diagnosing {len(tasks)} tasks", file=sys.stderr, flush=True)
         rows = []
         for task in tasks:
-            row = measure(task)
+            row = replay(task, args.replay / f"{task.id}.pickle") if args.replay else measure(task, args.dump)
+            if args.replay:
+                rows.append(row)
+                if args.json:
+                    args.json.write_text(json.dumps([asdict(r) for r in rows], indent=1))
+                continue
             rows.append(row)
             print(f"  {row.id}: {row.status} {row.seconds:.0f} s ranks "
                   + " ".join(f"{k}={row.ranks.get(k) or '-'}" for k in RANKINGS) + f" {row.note[:100]}",

@@ -181,6 +181,9 @@ class Engine:
         # The last run's failing tests that failed on what the sandbox refused or denied them:
         # no edit of the code fixes those, so a fix leaves them out when others fail too.
         self.refused: set[str] = set()
+        # The last run's failing tests that passed when run again untraced (``_name_denials``).
+        self.trace_only: set[str] = set()
+        self._passed_untraced: set[str] = set()
         self.notes: list[str] = []
         self._lanes: list[tuple[Workspace, TestRunner]] = []  # more shadow copies, for parallel checks
         self._green = GreenSnapshot()  # the sources as of the last run where every test passed
@@ -296,18 +299,32 @@ class Engine:
 
     def _name_denials(self, run: RunResult) -> None:
         """A test that writes outside the shadow (a cache under $HOME) fails before any edit, so
-        candidates are not blamed for it; say once what was denied and how to allow it.
+        candidates are not blamed for it; say once what was denied and how to allow it.  And a
+        test that fails only under the diagnosis' line tracing is no bug of the code either.
 
         The tests that failed (not hung or crashed: those would cost their timeout again) run
-        once more to name what they were denied, even where a test swallowed the
-        PermissionError: naming costs too much to do in the whole coverage run.  Once per
-        failing test and engine: the server and watch run tests on every save.
+        once more, untraced, to name what they were denied, even where a test swallowed the
+        PermissionError: naming costs too much to do in the whole coverage run.  A test that
+        passes in that run fails only under tracing, or only sometimes (click's pager tests
+        race a child process, which ``sys.settrace``'s slowdown loses): ``trace_only``.  Once
+        per failing test and engine: the server and watch run tests on every save.
         """
         quick = [n for n in run.failing if run.tests[n].outcome in ("failed", "error")
                  and n not in self._denials_probed]
-        if run.confinement and quick and not run.collect_errors:
+        if quick and not run.collect_errors:
             self._denials_probed.update(quick)
-            self._denials.merge(self.runner.run(quick, name_denials=True))
+            again = self.runner.run(quick, name_denials=bool(run.confinement))
+            if not again.cancelled:
+                self._denials.merge(again)
+                self._passed_untraced.update(n for n in quick if (t := again.tests.get(n)) is not None and t.passed)
+        self.trace_only = {n for n in run.failing if n in self._passed_untraced}
+        if self.trace_only and len(self.trace_only) < len(run.failing):
+            first = sorted(self.trace_only)[0]
+            more = f" and {len(self.trace_only) - 1} more" if len(self.trace_only) > 1 else ""
+            note = (f"{first}{more} failed in the traced run but pass{'es' * (not more)} untraced (flaky, or "
+                    "sensitive to line tracing): the fix leaves them out")
+            if note not in self.notes:
+                self.notes.append(note)
         named = RunResult()
         named.merge(run)
         named.denied.update({p: t for p, t in self._denials.denied.items() if t in run.failing})
@@ -382,7 +399,21 @@ class Engine:
                 self._green.record(sources, self._read)
             return []
         recent = merge(git_changes(self.ws.root, lambda rel: rel in sources), self._green.changes(sources, self._read))
-        return localize(run, coverage, self._read, limit=max(20, self.settings.max_locations), recent=recent)
+        return localize(self.without_refused(run), coverage, self._read, limit=max(20, self.settings.max_locations),
+                        recent=recent)
+
+    def without_refused(self, run: RunResult) -> RunResult:
+        """``run`` without the failing tests no edit of the code can fix, when other tests fail
+        too: those the sandbox refused (a local server's ``server_bind``, a write outside the
+        shadow) and those that fail only under tracing (``trace_only``).  Their lines must not
+        rank (on boltons' history, two socket tests refused ``bind`` put their server's lines
+        above the real fault) and no candidate can make them pass.  With only such tests
+        failing, ``run`` stays whole (the notes explain)."""
+        aside = self.refused | self.trace_only
+        refused = [n for n in run.failing if n in aside]
+        if not refused or len(refused) == len(run.failing):
+            return run
+        return dataclasses.replace(run, tests={n: t for n, t in run.tests.items() if n not in aside})
 
     def fix(self, k: str | None = None, cancel: threading.Event | None = None, *,
             diagnosis: Diagnosis | None = None, started: float | None = None) -> FixReport:
@@ -440,15 +471,15 @@ class Engine:
         return report
 
     def _without_refused(self, diagnosis: Diagnosis) -> Diagnosis:
-        """``diagnosis`` without the failing tests the sandbox refused (a local server's
-        ``server_bind``, a write outside the shadow) when other tests fail too: no edit makes
-        those pass under confinement, and keeping them would fail every candidate.  Said in a
-        note; with only refused tests failing, the diagnosis stays whole (the notes explain)."""
-        refused = [n for n in diagnosis.failing if n in self.refused]
-        if not refused or len(refused) == len(diagnosis.failing):
+        """``diagnosis`` without the failing tests the sandbox refused (``without_refused``):
+        no edit makes those pass under confinement, and keeping them would fail every
+        candidate.  Said in a note.  Its locations never counted them (``locate``)."""
+        run = self.without_refused(diagnosis.run)
+        if run is diagnosis.run:
             return diagnosis
-        run = dataclasses.replace(diagnosis.run, tests={n: t for n, t in diagnosis.run.tests.items()
-                                                        if n not in self.refused})
+        refused = [n for n in diagnosis.failing if n in self.refused]
+        if not refused:  # only trace_only tests: their own note says so
+            return dataclasses.replace(diagnosis, run=run)
         more = f" and {len(refused) - 1} more" if len(refused) > 1 else ""
         self.notes.append(f"the fix leaves out {refused[0]}{more}: failing only on what the sandbox "
                           "refused, they are not the bug (the note above says how to run them unconfined)")

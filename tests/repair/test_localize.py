@@ -37,8 +37,11 @@ def test_ochiai_ranks_lines_only_failing_tests_run_first():
         ("t::c", "passed", {"m.py": [2, 3, 5]}, [], None),
     ])
     locs = localize(run, CoverageMap.from_run(run), lambda p: SOURCE)
-    assert [(loc.line, round(loc.score, 3)) for loc in locs] == [(4, 1.0), (2, 0.577), (3, 0.577)]
+    # Line 3 decides the branch only the failing test takes (line 4): it ranks with line 4,
+    # after it only for the last-line evidence, and before line 2.
+    assert [(loc.line, round(loc.score, 3)) for loc in locs] == [(4, 1.0), (3, 0.577), (2, 0.577)]
     assert locs[0].function == "f" and locs[0].last == 1
+    assert locs[1].condition and locs[1].branch == 1.0 and "decides a branch of score 1.00" in locs[1].describe()
 
 
 def test_ties_are_broken_by_frames_then_last_line():
@@ -72,13 +75,42 @@ def test_a_raise_credits_the_if_that_let_it_run_and_the_traceback_outweighs_a_sm
         ("t::e", "passed", {"m.py": [2, 3, 5, 6, 7]}, [], None),
     ])
     locs = localize(run, CoverageMap.from_run(run), lambda p: GUARDED)
-    assert [loc.line for loc in locs][:3] == [4, 3, 5]  # the raise, then its guard, then the rest
+    # The guard, which decides the raise (its branch) and shares its traceback evidence, then the
+    # raise, then the rest.
+    assert [loc.line for loc in locs][:3] == [3, 4, 5]
     guard = next(loc for loc in locs if loc.line == 3)
     assert (guard.guard_frames, guard.guard_last) == (1, 1) and guard.score < locs[2].score
     # Its own lines are not in the traceback, and the editor says so.
     assert (guard.frames, guard.last) == (0, 0) and "guards the raise" in guard.describe()
     assert "traceback frame" not in guard.describe()
     assert StatementMap(GUARDED).guard(4) == 3 and StatementMap(GUARDED).guard(5) is None
+
+
+WRONG_CONDITION = """\
+def tier(points):
+    label = "basic"
+    if points > 100:
+        label = "gold"
+    total = points * 2
+    return label, total
+"""
+
+
+def test_a_condition_ranks_with_the_branch_it_wrongly_takes():
+    # The bug is the condition (>= 100 was meant): only the failing test takes its branch, so
+    # line 4 alone scores 1.0 by the spectrum, and the condition, which every test runs, scores
+    # as low as the lines around it; credited with its branch, it ties with that branch and, a
+    # condition, comes first.
+    run = _run([
+        ("t::edge", "failed", {"m.py": [2, 3, 4, 5, 6]}, [], ("m.py", 6)),
+        ("t::low", "passed", {"m.py": [2, 3, 5, 6]}, [], None),
+        ("t::mid", "passed", {"m.py": [2, 3, 5, 6]}, [], None),
+    ])
+    locs = localize(run, CoverageMap.from_run(run), lambda p: WRONG_CONDITION)
+    assert [loc.line for loc in locs] == [3, 4, 6, 2, 5]
+    assert StatementMap(WRONG_CONDITION).branches(3) == (4,) and StatementMap(WRONG_CONDITION).branches(4) == ()
+    # Without the credit the condition would tie with lines 2 and 5 (0.577) and follow line 2.
+    assert round(locs[0].score, 3) == 0.577 and locs[0].branch == 1.0
 
 
 def test_statements_are_the_unit():

@@ -53,7 +53,7 @@ def _gone(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             return fh.read().rsplit(b")", 1)[1].split()[0] == b"Z"
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # gone before the open, or between open and read
         return True
 
 
