@@ -73,6 +73,15 @@ def first_error(log_tail: str) -> str:
     return log_tail.strip()[-300:]
 
 
+# The untraced rerun of a test the diagnosis stopped may take this many times as long as it
+# ran traced.  Tracing slows a CPU-bound test several times, but not one that waits on threads:
+# more-itertools' concurrency tests (TestSerialize, TestConcurrentTee) look stalled at 6.4 s
+# traced and need 4.4-5.5 s untraced under the runner, so at 1x they failed now and then, and
+# a test that fails before any edit blocks every fix.  Not more: an endless loop pays the
+# margin too (realbugs' three loop cases, measured beside another job: 1-4 s more each at 1.25x).
+RECHECK_MARGIN = 1.25
+
+
 @dataclass
 class Diagnosis:
     run: RunResult
@@ -281,11 +290,11 @@ class Engine:
         slow correct test (more-itertools' prime sieve, its big combinatorics) can look stalled,
         or reach its timeout, though it finishes untraced.  One that passes counts as passing
         (keeping the lines it ran traced); an endless loop costs its stall seconds once more
-        (the timeout only when the stall check did not catch it)."""
+        (the timeout only when the stall check did not catch it), times ``RECHECK_MARGIN``."""
         stalled = [n for n, t in run.tests.items() if t.outcome == "timeout"]
         if not stalled:
             return
-        timeouts = {n: max(1.0, run.tests[n].duration) for n in stalled}
+        timeouts = {n: max(1.0, RECHECK_MARGIN * run.tests[n].duration) for n in stalled}
         again = self.runner.run(stalled, args=args, timeouts=timeouts, cancel=cancel)
         if again.cancelled:
             return
