@@ -190,8 +190,7 @@ class Engine:
         # The last run's failing tests that failed on what the sandbox refused or denied them:
         # no edit of the code fixes those, so a fix leaves them out when others fail too.
         self.refused: set[str] = set()
-        # The last run's failing tests that passed when run again untraced (``_name_denials``).
-        self.trace_only: set[str] = set()
+        # Failing tests that passed when run again untraced (``_name_denials``).
         self._passed_untraced: set[str] = set()
         self.notes: list[str] = []
         self._lanes: list[tuple[Workspace, TestRunner]] = []  # more shadow copies, for parallel checks
@@ -315,25 +314,29 @@ class Engine:
         once more, untraced, to name what they were denied, even where a test swallowed the
         PermissionError: naming costs too much to do in the whole coverage run.  A test that
         passes in that run fails only under tracing, or only sometimes (click's pager tests
-        race a child process, which ``sys.settrace``'s slowdown loses): ``trace_only``.  Once
+        race a child process, which ``sys.settrace``'s slowdown loses): it counts as passing.  Once
         per failing test and engine: the server and watch run tests on every save.
         """
+        # A test that passed untraced before is asked again: its traced failure says nothing.
         quick = [n for n in run.failing if run.tests[n].outcome in ("failed", "error")
-                 and n not in self._denials_probed]
+                 and (n not in self._denials_probed or n in self._passed_untraced)]
         if quick and not run.collect_errors:
             self._denials_probed.update(quick)
             again = self.runner.run(quick, name_denials=bool(run.confinement))
             if not again.cancelled:
                 self._denials.merge(again)
-                self._passed_untraced.update(n for n in quick if (t := again.tests.get(n)) is not None and t.passed)
-        self.trace_only = {n for n in run.failing if n in self._passed_untraced}
-        if self.trace_only and len(self.trace_only) < len(run.failing):
-            first = sorted(self.trace_only)[0]
-            more = f" and {len(self.trace_only) - 1} more" if len(self.trace_only) > 1 else ""
-            note = (f"{first}{more} failed in the traced run but pass{'es' * (not more)} untraced (flaky, or "
-                    "sensitive to line tracing): the fix leaves them out")
-            if note not in self.notes:
-                self.notes.append(note)
+                for n in quick:
+                    t = again.tests.get(n)
+                    if t is not None and t.passed:
+                        # Counted as passing, as a timed-out test that passes untraced is
+                        # (``_recheck_untraced``): a fix must then keep it passing.
+                        traced = run.tests[n]
+                        run.tests[n] = dataclasses.replace(t, coverage=traced.coverage, last=traced.last)
+                        self._passed_untraced.add(n)
+                        note = (f"{n} failed in the traced run but passes untraced (flaky, or sensitive "
+                                "to line tracing): counted as passing")
+                        if note not in self.notes:
+                            self.notes.append(note)
         named = RunResult()
         named.merge(run)
         named.denied.update({p: t for p, t in self._denials.denied.items() if t in run.failing})
@@ -412,17 +415,15 @@ class Engine:
                         recent=recent)
 
     def without_refused(self, run: RunResult) -> RunResult:
-        """``run`` without the failing tests no edit of the code can fix, when other tests fail
-        too: those the sandbox refused (a local server's ``server_bind``, a write outside the
-        shadow) and those that fail only under tracing (``trace_only``).  Their lines must not
-        rank (on boltons' history, two socket tests refused ``bind`` put their server's lines
-        above the real fault) and no candidate can make them pass.  With only such tests
-        failing, ``run`` stays whole (the notes explain)."""
-        aside = self.refused | self.trace_only
-        refused = [n for n in run.failing if n in aside]
+        """``run`` without the failing tests the sandbox refused (a local server's
+        ``server_bind``, a write outside the shadow), when other tests fail too: no edit of the
+        code fixes them, and their lines must not rank (on boltons' history, two socket tests
+        refused ``bind`` put their server's lines above the real fault).  With only refused
+        tests failing, ``run`` stays whole (the notes explain)."""
+        refused = [n for n in run.failing if n in self.refused]
         if not refused or len(refused) == len(run.failing):
             return run
-        return dataclasses.replace(run, tests={n: t for n, t in run.tests.items() if n not in aside})
+        return dataclasses.replace(run, tests={n: t for n, t in run.tests.items() if n not in self.refused})
 
     def fix(self, k: str | None = None, cancel: threading.Event | None = None, *,
             diagnosis: Diagnosis | None = None, started: float | None = None) -> FixReport:
@@ -487,8 +488,6 @@ class Engine:
         if run is diagnosis.run:
             return diagnosis
         refused = [n for n in diagnosis.failing if n in self.refused]
-        if not refused:  # only trace_only tests: their own note says so
-            return dataclasses.replace(diagnosis, run=run)
         more = f" and {len(refused) - 1} more" if len(refused) > 1 else ""
         self.notes.append(f"the fix leaves out {refused[0]}{more}: failing only on what the sandbox "
                           "refused, they are not the bug (the note above says how to run them unconfined)")
