@@ -15,6 +15,7 @@ nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
@@ -215,9 +216,31 @@ class Verifier:
         keep = set(patch.files)  # an opted-in test edit is the patch's own text, not a rewrite
         protected = [r for r in self._protected if r not in keep]
         self.ws.ensure_pristine(protected, self._strays)
-        run = self.runner.run(nodeids, timeouts=self.confirm_timeouts if fresh else self.timeouts, fresh=fresh)
+        timeouts = self.confirm_timeouts if fresh else self.timeouts
+        run = self.runner.run(nodeids, timeouts=timeouts, fresh=fresh)
         self.runs += 1
+        if _ids_not_found(run, nodeids):
+            run = self._run_unstable(nodeids, timeouts, fresh)
         return run, self.ws.ensure_pristine(protected, self._strays)
+
+    def _run_unstable(self, nodeids: list[str], timeouts: dict[str, float], fresh: bool) -> RunResult:
+        """Run ``nodeids`` again by their test functions when pytest found some of them no more.
+
+        A test parametrized by a value that changes from one collection to the next (marshmallow's
+        ``test_invalid_datetime_deserialization[03:48:40 2026-12-07]``, from ``datetime.now()``)
+        has another id in every run: pytest refuses the baseline's id ("not found", exit 4) and
+        runs nothing, so every confirmation failed, the developers' own fix's too.  Run again
+        naming each parametrized test by its function, and let the ids it collected now stand
+        for the baseline's (``_stand_in``)."""
+        functions = list(dict.fromkeys(_function_id(n) for n in nodeids))
+        run = self.runner.run(functions, timeouts=timeouts, fresh=fresh)
+        self.runs += 1
+        stood = _stand_in(run, nodeids)
+        if stood:
+            log.info("%d test ids changed since the baseline (parametrized by a value that changes between "
+                     "runs, e.g. the time), e.g. %s: each stands for its function's new parametrizations, "
+                     "all of which must pass", len(stood), stood[0])
+        return run
 
     def check(self, patch: Patch) -> CandidateResult:
         result = CandidateResult()
@@ -314,6 +337,40 @@ class Verifier:
                      run.returncode, run.exitstatus)
             return None
         return Verification(fail_to_pass=fixed, pass_to_pass=len(kept), scope="suite")
+
+
+def _function_id(nodeid: str) -> str:
+    """``file::Class::test[param]`` -> ``file::Class::test``: every parametrization of it."""
+    return nodeid.split("[", 1)[0] if nodeid.endswith("]") else nodeid
+
+
+def _ids_not_found(run: RunResult, nodeids: list[str]) -> bool:
+    """pytest stopped before running anything because a parametrized id it was given is not
+    collected any more (a usage error: exit status 4, "ERROR: not found: ...")."""
+    return (not run.tests and run.exitstatus == 4 and "not found" in run.log_tail
+            and any(_function_id(n) != n for n in nodeids))
+
+
+def _stand_in(run: RunResult, wanted: list[str]) -> list[str]:
+    """Give each wanted id ``run`` did not collect, of a parametrized test, the verdict of its
+    function's ids that ``run`` collected instead: passed only when there are at least as many
+    of them as the wanted ids they replace and all of them passed (else the first that did
+    not).  The ids that stood in, in ``wanted``'s order."""
+    wanted_set = set(wanted)
+    lost: dict[str, list[str]] = {}
+    for n in wanted:
+        if n not in run.tests and _function_id(n) != n:
+            lost.setdefault(_function_id(n), []).append(n)
+    stood: list[str] = []
+    for function, ids in lost.items():
+        new = [t for n, t in run.tests.items() if _function_id(n) == function and n not in wanted_set]
+        if len(new) < len(ids):
+            continue  # fewer parametrizations than before: the missing ones did not run
+        verdict = next((t for t in new if not t.passed), new[0])
+        for n in ids:
+            run.tests[n] = dataclasses.replace(verdict, nodeid=n)
+            stood.append(n)
+    return stood
 
 
 def _shortfall(run: RunResult, wanted: list[str]) -> str:

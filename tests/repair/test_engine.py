@@ -58,3 +58,41 @@ def test_a_test_that_fails_only_under_tracing_alone_leaves_nothing_to_fix(tmp_pa
     with Workspace(root) as ws, Engine(ws, load_settings(root, environ={})) as engine:
         assert engine.diagnose().failing == []
         assert engine.fix().status == "passing"
+
+
+def test_a_test_whose_id_changes_every_run_still_confirms_the_fix(tmp_path):
+    # marshmallow parametrizes a test by datetime.now(): its id differs in every collection, so
+    # pytest refused the baseline's id ("not found", exit 4) and ran nothing, and the confirmation
+    # of every fix failed, the developers' own included.  The test now stands for its function's
+    # new parametrizations, which must all pass: a fix that breaks them is still refused.
+    root = write_project(tmp_path / "proj", {
+        "calc.py": """
+            def inc(x):
+                return x + 2
+
+
+            def double(x):
+                return inc(x) + inc(x) - 2
+        """,
+        "tests/test_calc.py": """
+            import time
+
+            import pytest
+
+            from calc import double, inc
+
+            def test_inc():
+                assert inc(1) == 2
+
+            @pytest.mark.parametrize("stamp", [str(time.time_ns()), "fixed"])
+            def test_double(stamp):
+                assert double(3) >= 6
+        """,
+    })
+    with Workspace(root) as ws, Engine(ws, load_settings(root, environ={})) as engine:
+        diagnosis = engine.diagnose()
+        assert diagnosis.failing == ["tests/test_calc.py::test_inc"]
+        report = engine.fix(diagnosis=diagnosis)
+    assert report.status == "fixed", report.message
+    assert "+    return x + 1" in report.fix.patch.diff()
+    assert report.fix.verified.pass_to_pass == 2  # with the time-stamped parametrization, under its new id
