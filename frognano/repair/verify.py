@@ -88,7 +88,7 @@ CONFIRM_FLOOR = 2.0
 
 def _parent(nodeid: str) -> str:
     """A test's class (``file::Class``), else its module: the group whose tests it resembles."""
-    base = nodeid.split("[", 1)[0]
+    base = _function_id(nodeid)
     return base[:base.rindex("::")] if "::" in base else base
 
 
