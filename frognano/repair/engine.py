@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -25,6 +26,7 @@ from .collection import collect_error
 from .evidence import refine
 from .localize import Location, localize
 from .recent import GreenSnapshot, git_changes, merge
+from .recheck import Rechecks
 from .patch import EpisodeRecord, Fix
 from .search import HARD_GRACE, Search, SearchResult
 from .verify import Verifier
@@ -80,6 +82,11 @@ def first_error(log_tail: str) -> str:
 # a test that fails before any edit blocks every fix.  Not more: an endless loop pays the
 # margin too (realbugs' three loop cases, measured beside another job: 1-4 s more each at 1.25x).
 RECHECK_MARGIN = 1.25
+
+
+def recheck_bound(traced: float) -> float:
+    """The seconds an untraced rerun of a test stopped after ``traced`` seconds may take."""
+    return max(1.0, RECHECK_MARGIN * traced)
 
 
 @dataclass
@@ -194,6 +201,7 @@ class Engine:
         self._passed_untraced: set[str] = set()
         self.notes: list[str] = []
         self._lanes: list[tuple[Workspace, TestRunner]] = []  # more shadow copies, for parallel checks
+        self._lanes_lock = threading.Lock()  # the diagnosis' rechecks open a lane from their thread
         self._green = GreenSnapshot()  # the sources as of the last run where every test passed
         self._readable: dict[str, tuple[int, int]] = {}  # Python files read fine, by (size, mtime)
 
@@ -276,29 +284,59 @@ class Engine:
         # A diagnosis run: endless loops stop early (stall_timeout 0: at the timeout), and a test
         # killed in C code still names the lines it ran.
         stall = (s.stall_timeout, s.candidate_timeout_factor)
-        run = self.runner.run(selection, args=args, coverage=True, cancel=cancel, stall=stall)
-        if not run.cancelled:
-            self._recheck_untraced(run, args, cancel)
+        rechecks = self._rechecks(args)
+        try:
+            run = self.runner.run(selection, args=args, coverage=True, cancel=cancel, stall=stall,
+                                  on_result=rechecks.submit if rechecks is not None else None)
+        except BaseException:
+            if rechecks is not None:
+                rechecks.abort()
+            raise
+        if run.cancelled:
+            if rechecks is not None:
+                rechecks.abort()
+            return run
+        self._recheck_untraced(run, args, cancel, rechecks)
         if not run.cancelled:
             self._name_denials(run)
         return run
 
-    def _recheck_untraced(self, run: RunResult, args: list[str], cancel: threading.Event | None) -> None:
+    def _rechecks(self, args: list[str]) -> Rechecks | None:
+        """The untraced reruns of stopped tests on a second shadow copy, during the traced run
+        (``recheck``); None with one lane or one CPU, where they run after it."""
+        if min(self.settings.lanes, os.cpu_count() or 1) < 2:
+            return None
+        return Rechecks(lambda: self._lane(0)[1], args=args, timeout=self.settings.timeout,
+                        bound=recheck_bound)
+
+    def _recheck_untraced(self, run: RunResult, args: list[str], cancel: threading.Event | None,
+                          rechecks: Rechecks | None = None) -> None:
         """Tests the stall check or the timeout stopped get one more run without tracing, for
         as long as they already ran: line tracing slows a CPU-bound test several times, so a
         slow correct test (more-itertools' prime sieve, its big combinatorics) can look stalled,
         or reach its timeout, though it finishes untraced.  One that passes counts as passing
         (keeping the lines it ran traced); an endless loop costs its stall seconds once more
-        (the timeout only when the stall check did not catch it), times ``RECHECK_MARGIN``."""
+        (the timeout only when the stall check did not catch it), times ``RECHECK_MARGIN``.
+
+        With ``rechecks``, those the traced run reported in time were rerun on a lane while it
+        went on (and may have had longer: see ``recheck``); the rest run here, beside the
+        lane's last one."""
         stalled = [n for n, t in run.tests.items() if t.outcome == "timeout"]
+        left = rechecks.finish() if rechecks is not None else []
         if not stalled:
+            if rechecks is not None:
+                rechecks.wait()
             return
-        timeouts = {n: max(1.0, RECHECK_MARGIN * run.tests[n].duration) for n in stalled}
-        again = self.runner.run(stalled, args=args, timeouts=timeouts, cancel=cancel)
+        mine = [n for n in stalled if rechecks is None or n not in rechecks.started or n in left]
+        again = RunResult()
+        if mine:
+            timeouts = {n: recheck_bound(run.tests[n].duration) for n in mine}
+            again = self.runner.run(mine, args=args, timeouts=timeouts, cancel=cancel)
+        lane = rechecks.wait() if rechecks is not None else {}
         if again.cancelled:
             return
         for n in stalled:
-            t = again.tests.get(n)
+            t = again.tests.get(n) if n in mine else lane.get(n)
             if t is not None and t.passed:
                 traced = run.tests[n]
                 run.tests[n] = dataclasses.replace(t, coverage=traced.coverage, last=traced.last)
@@ -557,27 +595,33 @@ class Engine:
     def _lane_verifiers(self, verifier: Verifier, cancel: threading.Event | None) -> list[Verifier]:
         """``verifier`` and one more per extra lane (``settings.lanes``, at most one per CPU): each
         on a shadow copy of its own, synced to what the first one holds, with its own runner."""
-        import os
-
         wanted = max(1, min(self.settings.lanes, os.cpu_count() or 1))
-        while len(self._lanes) < wanted - 1:
-            ws = Workspace(self.ws.root, cache=self.ws.cache)
-            ws.open()
-            try:
-                ws.set_overlay(self.ws.overlay)
-                ws.sync()
-                runner = TestRunner(ws, RunnerConfig.from_settings(self.settings))
-            except BaseException:
-                ws.close()
-                raise
-            self._lanes.append((ws, runner))
         lanes = [verifier]
-        for ws, runner in self._lanes[: wanted - 1]:
-            ws.set_overlay(self.ws.overlay)
-            ws.sync()
+        for i in range(wanted - 1):
+            ws, runner = self._lane(i)
             runner.cancel = cancel
             lanes.append(verifier.lane(ws, runner))
         return lanes
+
+    def _lane(self, i: int) -> tuple[Workspace, TestRunner]:
+        """The ``i``-th extra shadow copy and its runner (opened once), synced to what the
+        engine's own shadow holds now."""
+        with self._lanes_lock:
+            while len(self._lanes) <= i:
+                ws = Workspace(self.ws.root, cache=self.ws.cache)
+                ws.open()
+                try:
+                    ws.set_overlay(self.ws.overlay)
+                    ws.sync()
+                    runner = TestRunner(ws, RunnerConfig.from_settings(self.settings))
+                except BaseException:
+                    ws.close()
+                    raise
+                self._lanes.append((ws, runner))
+            ws, runner = self._lanes[i]
+            ws.set_overlay(self.ws.overlay)
+            ws.sync()
+            return ws, runner
 
     def _episodes(self, report: FixReport, verifier: Verifier, cancel: threading.Event | None,
                   deadline: float | None = None) -> None:

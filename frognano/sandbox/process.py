@@ -14,7 +14,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from ._worker import frognano_confine as confine
@@ -97,6 +97,10 @@ class Watch:
         # time.monotonic() past which the run is killed whatever it is doing (the search's end:
         # a candidate run must not outlive the budget that pays for it).
         self.deadline: float | None = None
+        # Told each test's result record as soon as the run writes it (``TestRunner.run``'s
+        # ``on_result``): the engine starts the untraced recheck of a test the diagnosis
+        # stopped while the run goes on.
+        self.on_result: Callable[[dict], None] | None = None
 
     def poll(self) -> None:
         try:
@@ -118,6 +122,8 @@ class Watch:
                 self.current, self.since = rec["nodeid"], time.monotonic()
             elif kind in ("result", "collected"):
                 self.current, self.since = None, time.monotonic()
+                if kind == "result" and self.on_result is not None:
+                    self.on_result(rec)
 
     def overdue(self) -> bool:
         if self.cancel is not None and self.cancel.is_set():

@@ -23,7 +23,7 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -92,6 +92,13 @@ class _Options(NamedTuple):
     stall: tuple[float, float] | None = None  # (seconds, factor): see ``TestRunner.run``
 
 
+def _brief(rec: dict) -> TestResult:
+    """A result record of a run in flight, as ``on_result`` is told it: outcome, duration and
+    message; the coverage and frames come with the run's result."""
+    return TestResult(rec["nodeid"], rec["outcome"], duration=float(rec.get("duration", 0.0)),
+                      message=rec.get("message", ""))
+
+
 class TestRunner(WarmServerClient):
     """Runs tests of one workspace.  ``warm`` tries the fork server first (``forkserver``)."""
 
@@ -129,6 +136,7 @@ class TestRunner(WarmServerClient):
         name_denials: bool = False,
         stall: tuple[float, float] | None = None,
         fresh: bool = False,
+        on_result: Callable[[TestResult], None] | None = None,
     ) -> RunResult:
         """Run ``nodeids`` (all tests when None) and return every test's structured result.
 
@@ -156,6 +164,10 @@ class TestRunner(WarmServerClient):
         ``fresh`` runs in a new interpreter, never the warm server or its session: what the
         user's own ``pytest`` would do (the final confirmation of a fix).  The result's
         ``returncode`` is then that process's exit status, read outside the tests' process.
+
+        ``on_result`` is called, in this thread, with each test's result (without its coverage)
+        soon after the test finishes, and with the timeout of a test the run was killed in,
+        while the run goes on: what a caller can start on before the run ends.
         """
         started = time.monotonic()
         total = RunResult()
@@ -167,7 +179,7 @@ class TestRunner(WarmServerClient):
         for _ in range(_MAX_RELAUNCHES):
             options = _Options(coverage, reverse, stop_on_timeout, name_denials, stall)
             part, running, killed, code, unfinished = self._run_once(pending, args, options, timeouts or {}, cancel,
-                                                                     fresh=fresh)
+                                                                     fresh=fresh, on_result=on_result)
             total.merge(part)
             total.returncode = code
             if cancel is not None and cancel.is_set():
@@ -178,6 +190,8 @@ class TestRunner(WarmServerClient):
                 break
             if running is not None:
                 total.tests[running] = self._unfinished(running, killed, code, unfinished, timeouts or {})
+                if on_result is not None:
+                    on_result(total.tests[running])
                 if killed and stop_on_timeout:
                     break
             elif killed and not part.tests:
@@ -322,14 +336,17 @@ class TestRunner(WarmServerClient):
                         "namespaces": _NAMESPACES},
         }
 
-    def _watch(self, req: dict, timeouts: dict[str, float], cancel: threading.Event | None) -> Watch:
+    def _watch(self, req: dict, timeouts: dict[str, float], cancel: threading.Event | None,
+               on_result: Callable[[TestResult], None] | None = None) -> Watch:
         watch = Watch(Path(req["results"]), self.config.timeout, timeouts, self.config.collect_timeout)
         watch.cancel, watch.deadline = cancel, self.deadline
+        if on_result is not None:
+            watch.on_result = lambda rec: on_result(_brief(rec))
         return watch
 
-    def _run_once(self, nodeids, args, options, timeouts, cancel=None, *, fresh=False):
+    def _run_once(self, nodeids, args, options, timeouts, cancel=None, *, fresh=False, on_result=None):
         req = self._request(nodeids, args, options, timeouts)
-        watch = self._watch(req, timeouts, cancel)
+        watch = self._watch(req, timeouts, cancel, on_result)
         if not fresh and not self._server_failed and self._server is None:
             self._start_server()
         self.runs += 1
@@ -346,13 +363,13 @@ class TestRunner(WarmServerClient):
                     Path(req["results"]).unlink(missing_ok=True)
                     Path(req["results"] + ".lines").unlink(missing_ok=True)
                     req = self._request(nodeids, args, options, timeouts)
-                    watch = self._watch(req, timeouts, cancel)
+                    watch = self._watch(req, timeouts, cancel, on_result)
                     killed, code = self._run_warm(req, watch)
             except ServerLost as exc:
                 log.warning("warm test server lost (%s); using fresh processes", exc)
                 self._server, self._server_failed, self.warm_reason = None, True, str(exc)
                 req = self._request(nodeids, args, options, timeouts)
-                watch = self._watch(req, timeouts, cancel)
+                watch = self._watch(req, timeouts, cancel, on_result)
                 killed, code = self._run_fresh(req, watch)
         else:
             killed, code = self._run_fresh(req, watch)
