@@ -50,6 +50,18 @@ def _dump(text: str, path: str) -> str | None:
     return ast.dump(_Normalise().visit(tree))
 
 
+def _statement_at(smap: StatementMap, line: int):
+    """The statement on ``line``, or on the nearest line above it that holds one: an inserted
+    statement (a guard, a copied line) often lands on a blank line between two statements, and
+    keyed by the whole module instead of its function it cost 50 times as much (19 of 208
+    candidates of a more-itertools fix: 4 of its 10 s of candidate generation)."""
+    for at in range(line, 0, -1):
+        stmt = smap.statement(at)
+        if stmt is not None:
+            return stmt
+    return None
+
+
 class SemanticKeys:
     """Keys of edited files, with the statement maps of their original texts cached."""
 
@@ -69,7 +81,7 @@ class SemanticKeys:
         old, new = before.splitlines(keepends=True), after.splitlines(keepends=True)
         head, end, delta = changed_span(old, new)
         smap = self._spans(path, before)
-        stmt = smap.statement(head + 1) if smap is not None else None
+        stmt = _statement_at(smap, head + 1) if smap is not None else None
         span = smap.function_span(stmt.function) if smap is not None and stmt and stmt.function else range(0)
         # The whole changed span must lie in the function (an insertion right after it does not).
         if span and span.start <= head + 1 and max(end, head + 1) <= span.stop - 1:

@@ -414,7 +414,14 @@ class Search:
         # warm server was lost) could otherwise outlive it by minutes.
         self._hard = started + self.seconds + HARD_GRACE
         result = SearchResult()
-        singles = self.singles(locations)
+        # The first candidate's run needs the warm session (a collection of the suite): started
+        # while the candidates are listed (libcst work in this process), not after.
+        warming = threading.Thread(target=self.verifier.runner.prewarm, name="frognano-prewarm", daemon=True)
+        warming.start()
+        try:
+            singles = self.singles(locations)
+        finally:
+            warming.join()
         result.generated = len(singles)
         result.candidates = singles
         tried: list[Tried] = []
