@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from frognano.paths import cache_root, project_cache
 
 from ..conftest import snapshot
@@ -68,6 +70,7 @@ def test_listing_shows_each_project_with_its_sizes_by_kind(example):
     assert "shadow copies" in human.stdout and "run logs" in human.stdout and "undo copies" in human.stdout
 
 
+@pytest.mark.slow
 def test_clean_removes_the_current_folders_project_and_nothing_else(example):
     calc, inventory = example("calc"), example("inventory")
     calc_folder, other_folder = fixed(calc), fixed(inventory)
@@ -100,6 +103,7 @@ def test_clean_refuses_when_nothing_matches(example, tmp_path):
     assert snapshot(cache_root()) == before
 
 
+@pytest.mark.slow
 def test_clean_keeps_a_project_whose_shadow_copy_a_session_holds(example):
     from frognano.sandbox.workspace import Workspace
 
@@ -129,6 +133,7 @@ def git(repo: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
+@pytest.mark.slow
 def test_clean_removes_trees_exported_from_a_repository_and_all_clears_the_rest(example, tmp_path):
     from frognano.sandbox.workspace import Workspace
     from frognano.training.env import git_tree

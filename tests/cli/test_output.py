@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from frognano.repair import lastfix
 from frognano.repair.patch import EpisodeRecord, FileEdit, Fix, Patch, Verification
 
@@ -58,6 +60,7 @@ def test_diagnosis_comes_before_the_search_and_v_logs_progress_as_plain_lines(ex
     assert "debug" not in out
 
 
+@pytest.mark.slow
 def test_quiet_by_default_and_debug_with_vv(example):
     project = example("calc")
     quiet = cli("fix", str(project))
@@ -148,6 +151,7 @@ def test_missing_model_is_said_first_in_one_line_and_the_diagnosis_stays(example
     assert proc.returncode == 0 and "✓ Verified fix" in out  # the search alone found it
 
 
+@pytest.mark.slow
 def test_unreachable_endpoint_is_an_error_that_keeps_the_diagnosis(make_project):
     root = make_project(UNFIXABLE)
     model = "openai:m@http://127.0.0.1:9/v1"  # port 9 (discard): nothing listens

@@ -381,6 +381,7 @@ SLOW = {
 }
 
 
+@pytest.mark.slow
 def test_a_save_during_a_run_stops_it_and_runs_the_new_state(make_project):
     project = make_project(SLOW)
     module = project / "pkg" / "slow.py"

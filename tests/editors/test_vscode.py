@@ -111,12 +111,14 @@ def test_manifest_contract():
     assert {"node_modules/", "out/", "*.vsix"} <= set(ignored)
 
 
+@pytest.mark.slow
 def test_compile(compiled):
     _check(compiled, "npm run compile")
     for name in ("extension", "settings", "status", "serverPath"):
         assert (EXT / "out" / f"{name}.js").is_file(), name
 
 
+@pytest.mark.slow
 def test_node_unit_tests(npm, compiled):
     """In Node: the vscode-free modules (settings mapping, status bar text, server lookup,
     episode records), and extension.js itself against fake `vscode` and language-client modules
@@ -129,6 +131,7 @@ def test_node_unit_tests(npm, compiled):
     assert "# fail 0" in proc.stdout
 
 
+@pytest.mark.slow
 def test_episode_cache_path_matches_the_server(compiled, tmp_path, monkeypatch):
     """The palette's episode picker looks where frognano.paths.project_cache puts records."""
     from frognano.paths import project_cache

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from frognano.synthesis.store import read_tasks
 from frognano.synthesis.synth import synthesize
 
@@ -76,6 +78,7 @@ def _fix(project: Path) -> dict:
     return json.loads(proc.stdout)
 
 
+@pytest.mark.slow
 def test_fix_adds_a_missing_return_and_a_loop_condition(tmp_path):
     project = write_project(tmp_path / "people", {
         "pyproject.toml": PYPROJECT.replace("textkit", "people"),

@@ -413,6 +413,7 @@ def test_the_record_is_written_as_the_episode_goes(example, tmp_path):
     assert json.loads(episode.record.read_text())["status"] == "turn_budget"
 
 
+@pytest.mark.slow
 def test_fix_seconds_bounds_the_model_episodes(example):
     """A model slower than the fix's time limit is cancelled at it (the episode ends
     ``cancelled``, no further episode starts) and the report says fix_seconds ran out; with

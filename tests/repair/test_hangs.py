@@ -97,6 +97,7 @@ def test_a_test_that_hung_is_bounded_by_the_tests_that_passed():
     assert hang_bound(alone, 30.0, 10.0) == 2.0
 
 
+@pytest.mark.slow
 def test_the_diagnosis_stops_the_loop_early_and_candidates_get_the_bound(make_project):
     with Workspace(make_project(HANGING)) as ws, Engine(ws, Settings(lanes=1)) as engine:
         diagnosis = engine.diagnose()

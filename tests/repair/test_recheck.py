@@ -71,6 +71,7 @@ def _diagnose(root, lanes):
         return diagnosis, time.monotonic() - started, len(engine._lanes)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lanes", [2, 1])
 def test_a_slow_test_is_rechecked_while_the_traced_run_goes_on(make_project, lanes):
     """With a second lane the stopped test reruns during the sleeps and passes; one at a time,
@@ -88,6 +89,7 @@ def test_a_slow_test_is_rechecked_while_the_traced_run_goes_on(make_project, lan
         assert sorted(diagnosis.failing) == [SLOW, "tests/test_b_sleepy.py::test_clamp"]
 
 
+@pytest.mark.slow
 def test_an_endless_loop_is_bounded_once_the_traced_run_is_over(make_project):
     """The lane rerun of a loop may take the test timeout (20 s) only while the traced run goes
     on (7.5 s of sleeps); then it is held to its bound from its own start, and killed."""

@@ -2,6 +2,8 @@
 
 import threading
 
+import pytest
+
 from frognano.config import Settings
 from frognano.repair import search as search_module
 from frognano.repair.engine import Engine
@@ -136,6 +138,7 @@ def test_search_fix_notes_are_structured(make_project):
     assert report.to_json()["search"]["stopped"] is None
 
 
+@pytest.mark.slow
 def test_two_lanes_find_what_one_lane_finds_in_the_same_order(make_project, example, monkeypatch):
     """Candidates validated two at a time, each lane on its own shadow copy, give the search
     the same history, verdicts and fix as one at a time.  The second lane opens only once the
@@ -157,6 +160,7 @@ def test_two_lanes_find_what_one_lane_finds_in_the_same_order(make_project, exam
         assert (two.search.tried, two.search.pairs_tried) == (one.search.tried, one.search.pairs_tried)
 
 
+@pytest.mark.slow
 def test_fix_seconds_gives_the_search_what_the_test_runs_left(make_project):
     """The whole fix is bounded: the search's budget is fix_seconds less the diagnosis and the
     time a confirmation takes, never under MIN_SEARCH_SECONDS nor over search_seconds."""

@@ -9,6 +9,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from frognano.config import Settings
 from frognano.operators import Mutation, mutations
 from frognano.repair import prior as prior_mod
@@ -168,6 +170,7 @@ def test_alternatives_rank_smaller_then_likelier_edits_first(make_project):
     assert "shop/price.py:2 `>` -> `>=`" in [str(n) for f in ranked for n in f.notes]
 
 
+@pytest.mark.slow
 def test_cli_json_and_text_carry_the_alternatives(make_project):
     root = make_project(DISCOUNT)
     done = subprocess.run([sys.executable, "-m", "frognano", "fix", str(root), "--json"],

@@ -28,6 +28,7 @@ def test_five_constrained_replies_are_five_valid_calls(constrained):
     assert len(names) > 1  # the model picks among the tools, not always the same one
 
 
+@pytest.mark.slow
 def test_greedy_constrained_reply_is_a_valid_call(constrained):
     model = constrained
     gen = model.generate(MESSAGES, TOOLS[-1:] + TOOLS[:1], Sampling(max_tokens=1024), constrain=True)

@@ -44,6 +44,7 @@ def _probe(**env: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_mlx_multiplies_through_openblas_and_gets_numpys_products():
     fast = _probe()
     assert fast["loaded"] and fast["mapped"]

@@ -92,6 +92,7 @@ def _stalled(test) -> float:
     return float(test.message.split("ran ")[1].split(" s")[0])
 
 
+@pytest.mark.slow
 def test_the_bound_grows_with_the_slowest_test_that_passed_before(run):
     # In reverse order two tests of 1.5 s pass before the loop: its bound is 4 x 1.5 s, not 0.5 s.
     result = run(nodeids=[PREFIX + n for n in ("test_empty", "test_running_total", "test_countdown", "test_busy")],

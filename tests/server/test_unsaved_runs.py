@@ -158,6 +158,7 @@ async def test_a_fix_the_editor_claims_but_does_not_apply_is_not_sent_again(exam
         assert errors_in(client, root / "tests/test_stats.py")  # still failing, and said so
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["the undoFix command", "frognano undo"])
 async def test_a_fix_applied_in_the_editor_is_undone_like_fix_apply(example, how):
     """The editor applies the verified fix (here: to a file it never opened, written to disk)

@@ -228,6 +228,7 @@ def test_cli_synth_errors_exit_2(tmp_path):
         assert "error:" in text
 
 
+@pytest.mark.slow
 def test_workers_give_the_same_tasks(calc, tmp_path):
     """Same seed, same tasks, whether validated in one process or in a pool."""
     one = synthesize([calc], tmp_path / "one.jsonl", n=3, seed=11)

@@ -205,6 +205,7 @@ def _rank_main(tiny: str, out: str) -> None:
     distributed.close()
 
 
+@pytest.mark.slow
 def test_two_gloo_processes_step_like_one(policy, tiny_torch, tmp_path):  # noqa: F811 - the fixture
     """``distributed.py`` over a real gloo group of two processes (gather, on_main, main_first's
     failure, all_reduce of mixed dtypes, broadcast_tensors), and a GRPO step through it: both ranks end with the

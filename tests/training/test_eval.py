@@ -120,6 +120,7 @@ def _frognano(*args: str, cwd: Path) -> subprocess.CompletedProcess:
                           timeout=CHILD_TIMEOUT, env={**os.environ, "COLUMNS": "200"})
 
 
+@pytest.mark.slow
 def test_eval_cli_names_bad_rows_and_task_errors_and_goes_on(arith_tasks, arith, tmp_path):
     good, other = arith_tasks
     rows = [

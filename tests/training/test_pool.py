@@ -86,6 +86,7 @@ def test_background_rounds_appear_at_refresh_and_never_hold_held_out_bugs(made, 
     pool.close()
 
 
+@pytest.mark.slow
 def test_a_resumed_pool_draws_what_the_uninterrupted_one_draws(made, run):
     pool = _pool(made, run, rounds=2)
     pool.start()
@@ -119,6 +120,7 @@ def test_a_resumed_pool_draws_what_the_uninterrupted_one_draws(made, run):
     again.close()
 
 
+@pytest.mark.slow
 def test_synthesis_stops_when_the_repository_is_exhausted(made, run):
     pool = SynthPool(run / "pool", [made[0]], run / "heldout.jsonl", n=50, seed=0, rounds=5)
     pool.start()
