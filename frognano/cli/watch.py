@@ -319,6 +319,8 @@ class _Watcher(FileSystemEventHandler):
         self.diagnosis = update.diagnosis
         self._reason = update.selection.reason
         self._status(update.ran, update.diagnosis, time.monotonic() - started, update.selection.reason)
+        if not update.diagnosis.failing:  # else the search collects it, while it lists candidates
+            self.session.prewarm()
         return update.diagnosis, update.ran
 
     def _update(self, selection: Selection, cancel: threading.Event) -> Update:

@@ -112,6 +112,7 @@ class Session:
         self._texts: dict[str, str] = {}  # source files as the picture's tests last ran them
         self._versions: Mapping[str, object] | None = None  # the Python files the picture ran
         self._duration = 0.0  # the last whole-suite run's seconds (a partial run's are fewer)
+        self._cold = False  # a whole run (a fresh process) left the warm session uncollected
 
     @property
     def known(self) -> bool:
@@ -149,6 +150,14 @@ class Session:
         if self.current:
             return None
         return self.run(self.select(set()), cancel)
+
+    def prewarm(self) -> None:
+        """After a whole run, collect the warm session that the partial runs of later saves use
+        (2 s on more-itertools, which the next save would otherwise wait for).  The faces call
+        it on the thread that runs the tests, once the run's results are out."""
+        if self._cold:
+            self._cold = False
+            self.engine.runner.prewarm()
 
     def forget(self) -> None:
         """The next run is a whole one (the settings, and so the runner, changed)."""
@@ -242,6 +251,7 @@ class Session:
         if not self._results and not run.collect_errors:
             engine.check(run)  # names it: pytest refused the arguments, or collected nothing
             raise NothingToTest(f"no tests found in {engine.ws.root} (pytest collected nothing)")
+        self._cold = selection.everything and not run.collect_errors
         return self._update(selection, run)
 
     def adopt(self, diagnosis: Diagnosis) -> None:

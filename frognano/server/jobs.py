@@ -284,7 +284,13 @@ class Project:
         if update.cancelled:
             out.state = "cancelled"
             return out
+        # Next on this thread, once the outcome is published: the warm session for later saves.
+        self.worker.submit(self._warm_up, self._session)
         return self._outcome(snapshot, update, started)
+
+    def _warm_up(self, session: Session) -> None:
+        if session is self._session and self._engine is not None:  # not replaced or closed since
+            session.prewarm()
 
     def _sync(self, engine: Engine, snapshot: Snapshot) -> None:
         """The shadow copy as the snapshot saw the project: disk, with open buffers overlaid."""

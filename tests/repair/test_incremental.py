@@ -101,6 +101,26 @@ def test_partial_runs_merge_and_a_vanished_test_runs_everything(session):
         "tests/test_a.py::test_renamed", "tests/test_b.py::test_inc", "tests/test_b.py::test_inc_twice"]
 
 
+def test_the_warm_session_is_collected_after_a_whole_run_not_on_the_next_save(session):
+    """The whole run does not use the warm session; the partial runs of later saves do.  The
+    faces collect it once the whole run's results are out (the editor's first save after it
+    cost 2 s more on more-itertools), and the next save swaps the edit into it."""
+    root, runner = session.engine.ws.root, session.engine.runner
+    session.engine.sync()
+    session.run(Selection.all())
+    assert runner.sessions == 0
+    session.prewarm()
+    assert runner.sessions == 1
+    session.prewarm()  # once per whole run
+    (root / "pkg" / "a.py").write_text("def double(x):\n    return x * 3\n")
+    session.engine.sync()
+    update = session.run(session.select({"pkg/a.py"}))
+    assert update.diagnosis.failing == ["tests/test_a.py::test_double"]
+    assert (runner.sessions, runner.session_runs) == (1, 1)  # swapped into it, not collected again
+    session.prewarm()  # after a partial run: nothing to do
+    assert runner.sessions == 1
+
+
 def test_a_cancelled_runs_changes_stay_unseen_and_refresh_runs_only_what_changed(session):
     import threading
 
