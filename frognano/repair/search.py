@@ -27,7 +27,7 @@ from ..progress import Progress, Silent
 from ..sandbox.workspace import Workspace
 from .dedupe import SemanticKeys
 from .localize import Location
-from .patch import EditNote, FileEdit, Fix, Patch
+from .patch import EditNote, FileEdit, Fix, Patch, Verification
 from .prior import operator_weights
 from .verify import CandidateResult, Verifier
 
@@ -91,6 +91,38 @@ class Tried:
 # session that collects the suite) for; the first this many single edits are validated on one
 # lane, so a fix found among them never pays for the second.
 _PARALLEL_FROM = 8
+
+
+def _confirm_on(lanes: list[Verifier], patches: list[Patch]) -> list[Verification | None]:
+    """``lanes[i].confirm(patches[i])`` for each patch, the first on this thread and the others
+    on a thread each; an interrupt or error here ends the others' runs at once."""
+    out: list[Verification | None] = [None] * len(patches)
+    errors: list[BaseException] = []
+
+    def work(i: int) -> None:
+        try:
+            out[i] = lanes[i].confirm(patches[i])
+        except BaseException as exc:  # noqa: BLE001 - raised on the caller's thread below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,), name=f"frognano-confirm-{i}", daemon=True)
+               for i in range(1, len(patches))]
+    for thread in threads:
+        thread.start()
+    try:
+        out[0] = lanes[0].confirm(patches[0])
+    except BaseException:
+        for lane in lanes[1:]:
+            lane.runner.deadline = time.monotonic()
+        raise
+    finally:
+        for thread in threads:
+            thread.join()
+        for lane in lanes[1:]:
+            lane.runner.deadline = None
+    if errors:
+        raise errors[0]
+    return out
 
 
 class _Lanes:
@@ -517,22 +549,33 @@ class Search:
 
     def _confirm(self, winners: list[Tried]) -> tuple[Fix | None, list[Fix]]:
         """The best verified candidate that also passes the whole suite, and up to
-        ``MAX_ALTERNATIVES`` more that do, in rank order (alternatives within ``ALT_SECONDS``)."""
+        ``MAX_ALTERNATIVES`` more that do, in rank order (alternatives within ``ALT_SECONDS``).
+
+        With the lanes open, the confirmations run one per lane at once: a fresh run of the
+        suite is one process, so on 2 CPUs the fix's and the first alternative's take the time
+        of one (more-itertools: 9.9 s -> 5.2 s).  The verdicts are read in rank order, so the
+        outcome is what one lane would give."""
+        lanes = self._opened if self._opened is not None and len(self._opened) > 1 else [self.verifier]
+        ordered = sorted(winners, key=self.rank_key)
         fixes: list[Fix] = []
         since, each = 0.0, 0.0  # when the fix was confirmed; what its confirmation took
-        for t in sorted(winners, key=self.rank_key):
+        at = 0
+        while at < len(ordered):
             # An alternative's confirmation costs what the fix's did: one that would end past
             # ALT_SECONDS is not started (on a suite 16 times more-itertools', 40 s each).
             if len(fixes) > MAX_ALTERNATIVES or (fixes and time.monotonic() - since + each > ALT_SECONDS):
                 break
             if fixes and self.deadline is not None and time.monotonic() > self.deadline:
                 break
+            batch = ordered[at:at + len(lanes)]
+            at += len(batch)
             started = time.monotonic()
-            verification = self.verifier.confirm(t.candidate.patch)
-            if verification is not None:
-                if not fixes:
-                    since, each = time.monotonic(), time.monotonic() - started
-                fixes.append(Fix(t.candidate.patch, verification, "search", t.candidate.notes))
+            for t, verification in zip(batch, _confirm_on(lanes, [t.candidate.patch for t in batch])):
+                if verification is not None:
+                    if not fixes:
+                        since, each = time.monotonic(), time.monotonic() - started
+                    fixes.append(Fix(t.candidate.patch, verification, "search", t.candidate.notes))
+        fixes = fixes[:MAX_ALTERNATIVES + 1]
         return (fixes[0], fixes[1:]) if fixes else (None, [])
 
     def _complete(self, fix: Fix, alternatives: list[Fix], winners: list[Tried]) -> tuple[Fix, list[Fix]]:

@@ -154,6 +154,7 @@ def test_two_lanes_find_what_one_lane_finds_in_the_same_order(make_project, exam
             assert len(engine._lanes) == opened, "the second lane was (not) used"
         assert two.status == one.status == "fixed", (one.message, two.message)
         assert two.fix.patch.diff() == one.fix.patch.diff()
+        assert [a.patch.diff() for a in two.search.alternatives] == [a.patch.diff() for a in one.search.alternatives]
         history = [(t.candidate.describe(), t.result.verified, sorted(t.result.fixed)) for t in one.search.history]
         assert [(t.candidate.describe(), t.result.verified, sorted(t.result.fixed))
                 for t in two.search.history] == history
@@ -393,3 +394,26 @@ def test_a_message_that_spells_a_name_in_braces_becomes_an_f_string(make_project
     assert report.status == "fixed", report.message
     assert "an f-string" in " ".join(map(str, report.fix.notes))
     assert "raise ValueError(f'Field \"{field_name}\" is '" in report.fix.patch.edits[0].after
+
+
+def test_confirmations_run_one_per_lane_with_the_verdicts_of_one_lane(example):
+    """With the lanes open, the fix's and an alternative's confirmations (fresh runs of the whole
+    suite) run at once, each on its own shadow copy; each verdict is the one a single lane gives
+    (a wrong edit is refused on either), in the patches' order."""
+    from frognano.repair.patch import FileEdit, Patch
+
+    project = example("calc")
+    before = (project / "calc" / "stats.py").read_text()
+    right = Patch((FileEdit("calc/stats.py", before, before.replace("return age > 18", "return age >= 18")),))
+    wrong = Patch((FileEdit("calc/stats.py", before, before.replace("return age > 18", "return age < 18")),))
+    with Workspace(project) as ws, Engine(ws, Settings(lanes=2)) as engine:
+        verifier = engine.verifier(engine.diagnose())
+        lanes = engine._lane_verifiers(verifier, None)
+        if len(lanes) < 2:
+            pytest.skip("one CPU: one lane")
+        out = search_module._confirm_on(lanes, [wrong, right])
+        assert out[0] is None and out[1] is not None and out[1].scope == "suite"
+        assert [lane.confirms for lane in lanes] == [1, 1]
+        out = search_module._confirm_on(lanes, [right, wrong])
+        assert out[0] is not None and out[1] is None
+        assert (ws.shadow / "calc" / "stats.py").read_text() == before  # each edit undone on its copy
