@@ -553,7 +553,7 @@ class Search:
 
         With the lanes open, the confirmations run one per lane at once: a fresh run of the
         suite is one process, so on 2 CPUs the fix's and the first alternative's take the time
-        of one (more-itertools: 9.9 s -> 5.2 s).  The verdicts are read in rank order, so the
+        of one (more-itertools: 13.3 s -> 5.4 s).  The verdicts are read in rank order, so the
         outcome is what one lane would give."""
         lanes = self._opened if self._opened is not None and len(self._opened) > 1 else [self.verifier]
         ordered = sorted(winners, key=self.rank_key)
