@@ -131,7 +131,7 @@ class FunctionContext:
                       *([p.star_kwarg] if p.star_kwarg else [])):
             if param.name.value not in skip:
                 names.setdefault(param.name.value, 0)
-        contexts = self.prepared.contexts
+        contexts = self.prepared.contexts_of(self.node)
         comp = self._comprehension_targets
         for node in self.of_type(cst.Name):
             if contexts.get(node) is not ExpressionContext.STORE or id(node) in comp:
@@ -148,7 +148,7 @@ class FunctionContext:
                 if isinstance(n, cst.Name)}
 
     def is_load(self, node: cst.BaseExpression) -> bool:
-        if self.prepared.contexts.get(node) is not ExpressionContext.LOAD:
+        if self.prepared.contexts_of(self.node).get(node) is not ExpressionContext.LOAD:
             return False
         parent = self.parents.get(node)
         # ExpressionContextProvider calls keyword names in f(a=1) loads; they are not.

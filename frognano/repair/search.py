@@ -91,6 +91,13 @@ class Tried:
 # session that collects the suite) for; the first this many single edits are validated on one
 # lane, so a fix found among them never pays for the second.
 _PARALLEL_FROM = 8
+# From this many tests in the baseline, the other lanes are opened and their warm sessions
+# collected while the candidates are listed, instead of when the ninth candidate needs them: a
+# collection then costs seconds (more-itertools, 664 tests: 4 s, during which one lane did the
+# work of two), and listing the candidates takes one CPU while the others wait.  Under it
+# (the bundled examples: tens of tests) a fix among the first few candidates is likely and a
+# lane is cheap to open when needed.
+_AHEAD_FROM_TESTS = 200
 
 
 def _confirm_on(lanes: list[Verifier], patches: list[Patch]) -> list[Verification | None]:
@@ -288,6 +295,7 @@ class Search:
         # to be worth a second warm session: candidates are then validated that many at a time.
         self._lanes = lanes
         self._opened: list[Verifier] | None = None
+        self._opening: threading.Thread | None = None  # the lanes opened ahead (``_open_ahead``)
         self.max_locations = max_locations
         self.max_candidates = max_candidates
         self.max_pairs = max_pairs
@@ -445,15 +453,18 @@ class Search:
         # only between candidates, and one run (a test that hangs, a fresh interpreter after the
         # warm server was lost) could otherwise outlive it by minutes.
         self._hard = started + self.seconds + HARD_GRACE
-        result = SearchResult()
         # The first candidate's run needs the warm session (a collection of the suite): started
-        # while the candidates are listed (libcst work in this process), not after.
-        warming = threading.Thread(target=self.verifier.runner.prewarm, name="frognano-prewarm", daemon=True)
-        warming.start()
+        # while the candidates are listed (libcst work in this process), not after; the run
+        # waits for it.
+        first = self.verifier.runner.warm_up()
+        self._open_ahead(after=first)
         try:
-            singles = self.singles(locations)
+            return self._run(started, self.singles(locations))
         finally:
-            warming.join()
+            self._settle()
+
+    def _run(self, started: float, singles: list[Candidate]) -> SearchResult:
+        result = SearchResult()
         result.generated = len(singles)
         result.candidates = singles
         tried: list[Tried] = []
@@ -510,15 +521,47 @@ class Search:
         result.seconds = time.monotonic() - started
         return result
 
+    def _open_ahead(self, after: threading.Thread) -> None:
+        """On a suite of ``_AHEAD_FROM_TESTS`` tests or more, open the other lanes on a thread
+        now, while this one lists the candidates, and collect their warm sessions (each lane's
+        first run waits for its own), one after the other from ``after`` (the first lane's
+        warm-up): on 2 CPUs, listing and one collection at a time (two at once slowed the
+        listing by a second); the opening is joined (``_settle``) before they are used."""
+        if self._lanes is None or self._opened is not None or self._opening is not None:
+            return
+        if len(self.verifier.failing) + len(self.verifier.passing) < _AHEAD_FROM_TESTS:
+            return
+
+        def work() -> None:
+            previous = after
+            for lane in self._open_now()[1:]:
+                previous.join()
+                previous = lane.runner.warm_up()  # a failure is the lane's first run's to report
+
+        self._opening = threading.Thread(target=work, name="frognano-lanes", daemon=True)
+        self._opening.start()
+
+    def _settle(self) -> None:
+        if self._opening is not None:
+            self._opening.join()
+            self._opening = None
+
     def _open_lanes(self, candidates: int) -> list[Verifier]:
         """The lanes for ``candidates`` candidates: opened once, when first worth it."""
+        self._settle()
         if self._opened is None and self._lanes is not None and candidates >= _PARALLEL_FROM:
+            self._open_now()
+        return self._opened or [self.verifier]
+
+    def _open_now(self) -> list[Verifier]:
+        assert self._lanes is not None
+        if self._opened is None:
             try:
                 self._opened = self._lanes() or [self.verifier]
             except Exception as exc:  # noqa: BLE001 - no second lane (no free shadow, no memory): one lane
                 log.info("validating one candidate at a time: %s", exc)
                 self._opened = [self.verifier]
-        return self._opened or [self.verifier]
+        return self._opened
 
     def _note(self, cand: Candidate, tried: list[Tried]) -> str:
         """The progress note: the latest candidate, then the best partial fix so far, so a
@@ -555,6 +598,7 @@ class Search:
         suite is one process, so on 2 CPUs the fix's and the first alternative's take the time
         of one (more-itertools: 13.3 s -> 5.4 s).  The verdicts are read in rank order, so the
         outcome is what one lane would give."""
+        self._settle()
         lanes = self._opened if self._opened is not None and len(self._opened) > 1 else [self.verifier]
         ordered = sorted(winners, key=self.rank_key)
         fixes: list[Fix] = []

@@ -121,6 +121,9 @@ class TestRunner(WarmServerClient):
         # Set by the caller (the search, for its candidates): no run outlives this moment
         # (time.monotonic()); a run in flight then is killed, and nothing is relaunched.
         self.deadline: float | None = None
+        # Held while the warm session is prepared ahead of runs (``prewarm``, ``warm_up``): a
+        # run, or closing, waits for it instead of racing it.
+        self._prewarming = threading.Lock()
 
     # -- public ---------------------------------------------------------------------------
     def run(
@@ -169,6 +172,8 @@ class TestRunner(WarmServerClient):
         soon after the test finishes, and with the timeout of a test the run was killed in,
         while the run goes on: what a caller can start on before the run ends.
         """
+        with self._prewarming:  # a warm-up in progress ends first (its session is this run's)
+            pass
         started = time.monotonic()
         total = RunResult()
         cancel = cancel if cancel is not None else self.cancel
@@ -229,10 +234,29 @@ class TestRunner(WarmServerClient):
 
     def prewarm(self) -> None:
         """Start the warm server and its session (the suite collected once, for swapped runs)
-        for the sources as they are now, ahead of the first run that needs them.  The search
-        calls it on a thread while it lists candidates, so the collection (1.5-2.5 s on
-        more-itertools) overlaps that.  Not thread-safe with ``run``: join it before the next
-        run.  A failure is left for that run to meet and report."""
+        for the sources as they are now, ahead of the first run that needs them.  A run started
+        meanwhile (from another thread) waits for it.  A failure is left for that run to meet
+        and report."""
+        with self._prewarming:
+            self._prewarm()
+
+    def warm_up(self) -> threading.Thread:
+        """``prewarm`` on a thread of its own, returned; the next run (or ``close``) waits for
+        it.  The search warms its lanes so while it lists candidates: the collection (1.5-4 s
+        on more-itertools) overlaps that."""
+        self._prewarming.acquire()  # here, not on the thread: a run called next must wait
+
+        def work() -> None:
+            try:
+                self._prewarm()
+            finally:
+                self._prewarming.release()
+
+        thread = threading.Thread(target=work, name="frognano-prewarm", daemon=True)
+        thread.start()
+        return thread
+
+    def _prewarm(self) -> None:
         if not (self.config.warm and self.config.swap) or self._server_failed:
             return
         try:
@@ -244,7 +268,8 @@ class TestRunner(WarmServerClient):
             log.debug("no warm session ahead of the run: %s", exc)
 
     def close(self) -> None:
-        self._stop_server()
+        with self._prewarming:
+            self._stop_server()
         shutil.rmtree(self.tmp, ignore_errors=True)  # made again if the runner is used again
 
     def __enter__(self) -> "TestRunner":

@@ -417,3 +417,45 @@ def test_confirmations_run_one_per_lane_with_the_verdicts_of_one_lane(example):
         out = search_module._confirm_on(lanes, [right, wrong])
         assert out[0] is not None and out[1] is None
         assert (ws.shadow / "calc" / "stats.py").read_text() == before  # each edit undone on its copy
+
+
+def test_on_a_big_suite_the_second_lane_is_warmed_while_the_candidates_are_listed(example, monkeypatch):
+    """From ``_AHEAD_FROM_TESTS`` tests, the other lanes open (and collect their warm sessions)
+    while the candidates are listed, not when the ninth candidate needs them; the search's
+    history, fix and alternatives are what one lane gives."""
+    from frognano.repair.verify import Verifier
+
+    monkeypatch.setattr(search_module, "ALT_SECONDS", 1e9)
+    project = example("shapes")
+    one = fix(project, lanes=1)
+    monkeypatch.setattr(search_module, "_AHEAD_FROM_TESTS", 1)  # shapes has a few dozen tests
+    lanes_at_first_check: list[int] = []
+    check = Verifier.check
+
+    def first_check(self, patch):
+        if not lanes_at_first_check:
+            lanes_at_first_check.append(len(engine._lanes))
+        return check(self, patch)
+
+    monkeypatch.setattr(Verifier, "check", first_check)
+    with Workspace(project) as ws, Engine(ws, Settings(lanes=2)) as engine:
+        listed = threading.Event()
+        singles = search_module.Search.singles
+
+        def slow_singles(self, locations):
+            out = singles(self, locations)
+            # Listing took long enough for the lane to open (as on a real project).
+            assert self._opening is not None
+            self._opening.join()
+            listed.set()
+            return out
+
+        monkeypatch.setattr(search_module.Search, "singles", slow_singles)
+        two = engine.fix()
+        assert listed.is_set() and lanes_at_first_check == [1], "the lane was open before the first check"
+        assert engine._lanes[0][1]._session is not None, "and its warm session collected"
+    assert two.status == one.status == "fixed", (one.message, two.message)
+    assert two.fix.patch.diff() == one.fix.patch.diff()
+    assert [a.patch.diff() for a in two.search.alternatives] == [a.patch.diff() for a in one.search.alternatives]
+    history = [(t.candidate.describe(), t.result.verified, sorted(t.result.fixed)) for t in one.search.history]
+    assert [(t.candidate.describe(), t.result.verified, sorted(t.result.fixed)) for t in two.search.history] == history

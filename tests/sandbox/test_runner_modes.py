@@ -111,3 +111,17 @@ def test_stop_on_timeout_ends_the_run_at_the_first_timeout(make_project, warm):
             first = runner.run(timeouts=limits, stop_on_timeout=True)
     assert [t.outcome for t in every.tests.values()] == ["passed", "timeout", "timeout"]
     assert [t.outcome for t in first.tests.values()] == ["passed", "timeout"]
+
+
+def test_a_run_waits_for_the_warm_up_in_progress_and_uses_its_session(workspace):
+    """``warm_up`` collects the warm session on a thread; a run asked for meanwhile waits for
+    it (never two requests to one server at once) and runs in that session."""
+    with TestRunner(workspace) as runner:
+        thread = runner.warm_up()
+        result = runner.run(["tests/test_core.py::test_pairs"])  # at once, while it collects
+        assert not thread.is_alive()
+        assert result.ok and result.tests["tests/test_core.py::test_pairs"].passed
+        session = runner._session
+        assert session is not None  # the warm-up's session, used by the run
+        runner.run(["tests/test_core.py::test_no_project_code"])
+        assert runner._session == session
