@@ -6,6 +6,7 @@ import ast
 import functools
 import random
 import warnings
+from textwrap import dedent
 from pathlib import Path
 
 import pytest
@@ -486,3 +487,27 @@ def test_wrong_name_never_compares_a_value_with_itself():
     assert not any("(n > n)" in a or "self.h == self.h" in a or "self.w == self.w" in a for a in applied)
     assert any("(pool > n)" in a for a in applied)  # other names still are
     assert any("(r < 0) or (r > r)" not in a and "(n < 0)" in a for a in applied)
+
+
+def test_per_line_keeps_an_edit_once_for_each_line_that_offers_it():
+    """The search lists all its suspicious lines of a file in one call (``per_line``): that must
+    be what one call per line gives, an insertion between two lines offered by both; without
+    ``per_line`` an edit is listed once."""
+    from collections import Counter
+
+    source = dedent('''\
+        def windowed(seq, n, fillvalue=None):
+            window = list(seq[:n])
+            if len(window) < n:
+                window = window + [fillvalue] * (n - len(window))
+            total = sum(window)
+            return window, total
+    ''')
+    lines = [2, 3, 4, 5, 6]
+    one_by_one = [m for line in lines for m in mutations(source, "w.py", lines={line})]
+    batched = mutations(source, "w.py", lines=set(lines), per_line=True)
+    key = lambda m: (m.line, m.start, m.old, m.new)  # noqa: E731
+    assert Counter(map(key, batched)) == Counter(map(key, one_by_one))
+    once = mutations(source, "w.py", lines=set(lines))
+    assert len(once) < len(batched)  # some edit is offered by two lines here
+    assert len({(m.start, m.old, m.new) for m in once}) == len(once)

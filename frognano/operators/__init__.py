@@ -175,28 +175,32 @@ def mutations(source: str, path: str = "", *, lines: Collection[int] | None = No
               functions: Collection[str] | None = None,
               operators: Iterable[str] | None = None,
               prepared: Prepared | None = None, ingredients: Collection[str] = (),
-              raised: Collection[str] = ()) -> list[Mutation]:
+              raised: Collection[str] = (), per_line: bool = False) -> list[Mutation]:
     """Every mutation the catalogue offers in `source`, filtered, deduplicated, in source order.
 
     `lines` keeps mutations whose node starts on one of those lines; `functions` keeps those
     qualified names ("Rect.area"); `operators` restricts catalogue names; `prepared` is
     `prepare(source)` reused; `ingredients` are strings from outside the file (the failing
     tests' messages) that `swap_literal` may also put in place of a string literal; `raised`
-    the exception classes those tests raised (`extend_except`, `wrap_try` catch them).  Raises
-    OperatorError when the source does not parse or an operator name is unknown.
+    the exception classes those tests raised (`extend_except`, `wrap_try` catch them).
+    `per_line` keeps an edit once per line that offers it, not once (an insertion between two
+    lines is offered by both): the search lists several suspicious lines in one call and gives
+    each line's edits that line's rank.  Raises OperatorError when the source does not parse or
+    an operator name is unknown.
     """
     if prepared is None:
         prepared = Prepared(source)
     elif prepared.source != source:
         raise OperatorError("`prepared` was made from another source")
     out: list[Mutation] = []
-    seen: set[tuple[int, str, str]] = set()
+    seen: set[tuple[int, int, str, str]] = set()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # e.g. invalid escape sequences, seen by ast.parse
         for op, ctx, site in iter_sites(prepared, lines=lines, functions=functions, operators=operators,
                                         ingredients=ingredients, raised=raised):
             m = prepared.build(op, ctx, site, path)
-            if m is not None and (m.start, m.old, m.new) not in seen:
-                seen.add((m.start, m.old, m.new))
+            key = (m.line if per_line else 0, m.start, m.old, m.new) if m is not None else None
+            if key is not None and key not in seen:
+                seen.add(key)
                 out.append(m)
     return out

@@ -296,6 +296,7 @@ class Search:
         self._lanes = lanes
         self._opened: list[Verifier] | None = None
         self._opening: threading.Thread | None = None  # the lanes opened ahead (``_open_ahead``)
+        self._warming: list[threading.Thread] = []  # the runners' warm-ups (``TestRunner.warm_up``)
         self.max_locations = max_locations
         self.max_candidates = max_candidates
         self.max_pairs = max_pairs
@@ -325,24 +326,42 @@ class Search:
                 self._sources[path] = None
         return self._sources[path]
 
-    def _mutations_at(self, loc: Location) -> list[Mutation]:
-        source = self.source(loc.path)
-        if source is None:
-            return []
-        try:
-            prepared = self._prepare(loc.path, source)
-            found = mutations(source, loc.path, lines=set(loc.lines), ingredients=self.heard,
-                              raised=self.raised, prepared=prepared)
-            # The `except` clauses guarding these lines: one that did not match ran no line the
-            # spectra could rank, yet its class may be the bug.
-            guards = handler_lines(source, loc.lines)
-            if guards:
-                found += mutations(source, loc.path, lines=guards, operators=["swap_exception", "extend_except"],
-                                   raised=self.raised, prepared=prepared)
-        except OperatorError as exc:
-            log.info("no candidates in %s: %s", loc.path, exc)
-            return []
-        return found
+    def _mutations_near(self, locations: list[Location]) -> list[list[Mutation]]:
+        """The mutations at each of ``locations`` (in their order), each location's once.
+
+        One ``mutations`` call per file for all its suspicious lines: a call walks every
+        operator's sites over the whole of each function it touches, and the top locations
+        mostly lie in one function (more-itertools' windowed bug: ten lines of one function,
+        1.2 s called per location, 0.3 s at once)."""
+        out: list[list[Mutation]] = [[] for _ in locations]
+        for path in dict.fromkeys(loc.path for loc in locations):
+            source = self.source(path)
+            if source is None:
+                continue
+            mine = [(i, loc) for i, loc in enumerate(locations) if loc.path == path]
+            try:
+                prepared = self._prepare(path, source)
+                found = mutations(source, path, lines={ln for _, loc in mine for ln in loc.lines},
+                                  ingredients=self.heard, raised=self.raised, prepared=prepared, per_line=True)
+            except OperatorError as exc:
+                log.info("no candidates in %s: %s", path, exc)
+                continue
+            for i, loc in mine:
+                lines, seen = set(loc.lines), set()
+                for m in found:
+                    if m.line in lines and (m.start, m.old, m.new) not in seen:
+                        seen.add((m.start, m.old, m.new))
+                        out[i].append(m)
+                # The `except` clauses guarding these lines: one that did not match ran no line
+                # the spectra could rank, yet its class may be the bug.
+                guards = handler_lines(source, loc.lines)
+                if guards:
+                    try:
+                        out[i] += mutations(source, path, lines=guards, operators=["swap_exception", "extend_except"],
+                                            raised=self.raised, prepared=prepared)
+                    except OperatorError:
+                        pass
+        return out
 
     def _header_mutations(self, loc: Location) -> list[Mutation]:
         """Default arguments of the suspicious function: run at import time, so never ranked."""
@@ -380,8 +399,8 @@ class Search:
         """
         top = locations[: self.max_locations]
         keyed: list[tuple[tuple, int, Mutation]] = []
-        for rank, loc in enumerate(top):
-            for m in self._mutations_at(loc):
+        for rank, (loc, found) in enumerate(zip(top, self._mutations_near(top))):
+            for m in found:
                 keyed.append(((-round(loc.score * self.weight(m.operator), 4), _PRIORITY.get(m.operator, 99),
                                rank, m.size), rank, m))
         for rank, loc in enumerate(top[:3]):
@@ -456,12 +475,17 @@ class Search:
         # The first candidate's run needs the warm session (a collection of the suite): started
         # while the candidates are listed (libcst work in this process), not after; the run
         # waits for it.
-        first = self.verifier.runner.warm_up()
-        self._open_ahead(after=first)
+        self._warming = [self.verifier.runner.warm_up()]
+        self._open_ahead(after=self._warming[0])
         try:
             return self._run(started, self.singles(locations))
         finally:
             self._settle()
+            # Every warm-up ends with the search: whoever uses a lane next (a recheck syncing
+            # its shadow) must not race a collection.  By now they are long done: a fix's
+            # confirmation, a whole run, takes longer than a collection.
+            for thread in self._warming:
+                thread.join()
 
     def _run(self, started: float, singles: list[Candidate]) -> SearchResult:
         result = SearchResult()
@@ -537,6 +561,7 @@ class Search:
             for lane in self._open_now()[1:]:
                 previous.join()
                 previous = lane.runner.warm_up()  # a failure is the lane's first run's to report
+                self._warming.append(previous)
 
         self._opening = threading.Thread(target=work, name="frognano-lanes", daemon=True)
         self._opening.start()

@@ -256,6 +256,7 @@ class Verifier:
         if refused:
             log.info("refused a candidate: %s", refused)
             return CandidateResult(still_failing=list(self.failing), refused=refused)
+        self.runner.ready()  # a warm-up collects from the shadow: not with this edit in it
         with self.ws.edited(patch.texts()):
             first, rewrote = self._run_failing(patch)
             if rewrote:
@@ -322,6 +323,7 @@ class Verifier:
             return None
         wanted = [*self.failing, *self.passing]
         started = time.monotonic()
+        self.runner.ready()
         with self.ws.edited(patch.texts()):
             run, rewrote = self._run(patch, wanted, fresh=True)
         self.confirms += 1

@@ -256,6 +256,13 @@ class TestRunner(WarmServerClient):
         thread.start()
         return thread
 
+    def ready(self) -> None:
+        """Return once no warm-up is in progress.  Call it before editing the shadow copy for a
+        run (``Workspace.edited``): a collection still going would import the edit, and the
+        session would take the candidate's text for the original."""
+        with self._prewarming:
+            pass
+
     def _prewarm(self) -> None:
         if not (self.config.warm and self.config.swap) or self._server_failed:
             return

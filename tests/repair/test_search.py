@@ -419,6 +419,7 @@ def test_confirmations_run_one_per_lane_with_the_verdicts_of_one_lane(example):
         assert (ws.shadow / "calc" / "stats.py").read_text() == before  # each edit undone on its copy
 
 
+@pytest.mark.slow
 def test_on_a_big_suite_the_second_lane_is_warmed_while_the_candidates_are_listed(example, monkeypatch):
     """From ``_AHEAD_FROM_TESTS`` tests, the other lanes open (and collect their warm sessions)
     while the candidates are listed, not when the ninth candidate needs them; the search's
@@ -459,3 +460,4 @@ def test_on_a_big_suite_the_second_lane_is_warmed_while_the_candidates_are_liste
     assert [a.patch.diff() for a in two.search.alternatives] == [a.patch.diff() for a in one.search.alternatives]
     history = [(t.candidate.describe(), t.result.verified, sorted(t.result.fixed)) for t in one.search.history]
     assert [(t.candidate.describe(), t.result.verified, sorted(t.result.fixed)) for t in two.search.history] == history
+
