@@ -512,7 +512,7 @@ class Engine:
                 report.status, report.exit_code = "fixed", EXIT_OK
                 report.message = report.fix.verified.describe()
                 return report
-        report.message = f"no verified fix: {self._why_unfixed(result)}"
+        report.message = f"no verified fix: {self._why_unfixed(result, diagnosis)}"
         if report.episodes:
             report.message += f"; {len(report.episodes)} model episode{'s' * (len(report.episodes) != 1)} " \
                               f"ended {', '.join(e.status for e in report.episodes)}"
@@ -531,8 +531,16 @@ class Engine:
                           "refused, they are not the bug (the note above says how to run them unconfined)")
         return dataclasses.replace(diagnosis, run=run)
 
-    def _why_unfixed(self, result: SearchResult) -> str:
+    def _why_unfixed(self, result: SearchResult, diagnosis: Diagnosis) -> str:
         """Why the search stopped, with the numbers of what ran out (one clause)."""
+        if not result.generated and result.stopped == "exhausted":
+            # "none of the 0 single edits ... passed" read as if edits had been tried and failed.
+            if not diagnosis.locations:
+                return ("no edit to try: the failing tests ran no line of the project's own code "
+                        "(what they need may not exist yet: a missing function or feature is more "
+                        "than an edit of existing lines)")
+            n = len(diagnosis.locations)
+            return f"no edit to try: no operator applies at the {n} suspicious line{'s' * (n != 1)}"
         singles = f"{result.tried} single edit{'s' * (result.tried != 1)}"
         pairs = f"{result.pairs_tried} pair{'s' * (result.pairs_tried != 1)} of edits"
         if result.stopped == "cancelled":

@@ -96,3 +96,25 @@ def test_a_test_whose_id_changes_every_run_still_confirms_the_fix(tmp_path):
     assert report.status == "fixed", report.message
     assert "+    return x + 1" in report.fix.patch.diff()
     assert report.fix.verified.pass_to_pass == 2  # with the time-stamped parametrization, under its new id
+
+
+def test_a_failure_that_runs_no_project_line_says_there_was_no_edit_to_try(tmp_path):
+    # more-itertools' history: a test of a function the fixing commit adds fails inside the test
+    # itself; the report said "none of the 0 single edits and 0 pairs of edits tried passed".
+    root = write_project(tmp_path / "proj", {
+        "calc.py": "def inc(x):\n    return x + 1\n",
+        "tests/test_calc.py": """
+            import calc
+
+            def test_inc():
+                assert calc.inc(1) == 2
+
+            def test_dec():
+                assert calc.dec(2) == 1
+        """,
+    })
+    with Workspace(root) as ws, Engine(ws, load_settings(root, environ={})) as engine:
+        report = engine.fix()
+    assert report.status == "unfixed"
+    assert report.message.startswith("no verified fix: no edit to try: the failing tests ran no line of the "
+                                     "project's own code"), report.message
