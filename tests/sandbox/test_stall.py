@@ -150,3 +150,20 @@ def test_a_test_killed_before_it_reports_keeps_the_lines_it_ran(make_project, st
     else:
         assert spun.coverage == {"pkg/spin.py": [4, 5], "tests/test_spin.py": [4]}
         assert spun.last == ("pkg/spin.py", 5)
+
+
+def test_a_slow_test_before_a_loop_never_turns_the_stall_check_off(make_project):
+    # In reverse order a 1.5 s test passes before the loop: 10 x 1.5 s is past the 4 s timeout,
+    # which had switched the stall check off (more-itertools: a thread test 18.7 s under
+    # tracing, and the prime sieve after it traced to its timeout).  The bound stops at half
+    # the limit.
+    with Workspace(make_project(LOOPING)) as ws:
+        ws.sync()
+        with TestRunner(ws, RunnerConfig(timeout=4.0)) as runner:
+            result = runner.run([PREFIX + n for n in ("test_running_total", "test_countdown")],
+                                coverage=True, stall=(0.5, 10.0), reverse=True)
+    assert result.tests[PREFIX + "test_countdown"].outcome == "passed"
+    looped = result.tests[PREFIX + "test_running_total"]
+    assert looped.outcome == "timeout"
+    assert "without reaching a line it had not run before" in looped.message, looped.message
+    assert 2.0 <= _stalled(looped) < 3.0
